@@ -1,0 +1,28 @@
+"""adaptmc: self-tuning MCMC in JAX.
+
+The pieces compose in one call::
+
+    import adaptmc
+    target = adaptmc.targets.get_target("neal-100d")
+    result = adaptmc.run(target, adaptmc.kernels.hmc, adaptmc.kernels.HMCParams(0.01, 50),
+                         num_super_transitions=20, gradient_budget=1000)
+    print(adaptmc.diagnostics.format_summary(result.idata))
+"""
+
+from adaptmc import diagnostics, kernels, objectives, targets, tuners
+from adaptmc.run import RunResult, run
+from adaptmc.targets import Target, make_target
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "RunResult",
+    "Target",
+    "diagnostics",
+    "kernels",
+    "make_target",
+    "objectives",
+    "run",
+    "targets",
+    "tuners",
+]

@@ -1,0 +1,1 @@
+"""Data set loaders. Each takes a path and says clearly when it is absent."""

@@ -1,0 +1,104 @@
+"""What every kernel shares: the `Kernel` bundle, the per-step `StepInfo`, and the
+Metropolis-Hastings decision that turns a non-finite energy into a counted divergence.
+
+A kernel is pure functions over an explicit state (BlackJAX's shape):
+
+- ``init(position, target) -> state``: the state has a ``position`` field;
+- ``step(key, state, target, params) -> (state, StepInfo)``: ``params`` is the kernel's
+  ``Params`` NamedTuple and is passed **at call time**, so a tuner may change it between
+  super-transitions without recompiling;
+- ``cost(params) -> int``: gradient evaluations one step spends (Python int, computed before
+  the super-transition to fix how many steps fit in the budget);
+- ``check_params(params)``: raise `ValueError` on an invalid setting.
+
+Kernels that adapt inside every step (gradient-based adaptive MALA) keep their adapted
+quantities in their state and return them with it; discrete kernels (Ising moves) have
+integer positions and report ``num_grads`` as log-density evaluations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+Array = jax.Array
+
+DIVERGENCE_THRESHOLD = 1000.0
+
+
+class StepInfo(NamedTuple):
+    """What one step reports, the same fields for every kernel.
+
+    acceptance_rate: the M-H acceptance probability ``min(1, exp(-energy_error))``;
+    accepted: whether the proposal was taken; is_divergent: non-finite energy or an energy
+    error above 1000 (BlackJAX's threshold); energy_error: ``H(proposal) - H(current)``
+    (for RWM and MALA, minus the log M-H ratio); num_grads: gradient (or, for RWM,
+    log-density) evaluations spent.
+    """
+
+    acceptance_rate: Array
+    accepted: Array
+    is_divergent: Array
+    energy_error: Array
+    num_grads: Array
+
+
+class Kernel(NamedTuple):
+    """A transition kernel as four functions and its parameter type."""
+
+    name: str
+    init: Callable[[Array, Any], Any]
+    step: Callable[[Array, Any, Any, Any], tuple[Any, StepInfo]]
+    cost: Callable[[Any], int]
+    check_params: Callable[[Any], None]
+    Params: type
+
+
+def metropolis_hastings(key, log_ratio, num_grads) -> tuple[Array, StepInfo]:
+    """Accept with probability ``min(1, exp(log_ratio))``; a NaN or inf ``log_ratio`` (or one
+    below -1000) is a rejected divergence, never an error.
+
+    Returns ``(accept, info)``.
+    """
+    energy_error = -log_ratio
+    finite = jnp.isfinite(energy_error)
+    is_divergent = (~finite) | (energy_error > DIVERGENCE_THRESHOLD)
+    safe_log_ratio = jnp.where(finite, log_ratio, -jnp.inf)
+    acceptance_rate = jnp.exp(jnp.minimum(safe_log_ratio, 0.0))
+    log_u = jnp.log(jax.random.uniform(key, dtype=jnp.result_type(float)))
+    accept = finite & (log_u < safe_log_ratio)
+    info = StepInfo(
+        acceptance_rate=acceptance_rate,
+        accepted=accept,
+        is_divergent=is_divergent,
+        energy_error=jnp.where(finite, energy_error, jnp.inf),
+        num_grads=jnp.asarray(num_grads, jnp.int32),
+    )
+    return accept, info
+
+
+def select(accept, new, old):
+    """``new`` if ``accept`` else ``old``, leaf by leaf."""
+    return jax.tree.map(lambda a, b: jnp.where(accept, a, b), new, old)
+
+
+def check_positive(name: str, value) -> None:
+    arr = jnp.asarray(value)
+    if not bool(jnp.all(jnp.isfinite(arr))) or bool(jnp.any(arr <= 0)):
+        raise ValueError(f"{name} must be positive and finite, got {value}")
+
+
+def check_inverse_mass(inverse_mass) -> None:
+    arr = jnp.asarray(inverse_mass)
+    if arr.ndim == 2:
+        if arr.shape[0] != arr.shape[1]:
+            raise ValueError(f"dense inverse mass must be square, got {arr.shape}")
+        if not bool(jnp.all(jnp.isfinite(jnp.linalg.cholesky(arr)))):
+            raise ValueError("dense inverse mass must be symmetric positive definite")
+    elif arr.ndim > 2:
+        raise ValueError(f"inverse mass must be a scalar, vector or matrix; got {arr.shape}")
+    else:
+        check_positive("inverse_mass", arr)

@@ -1,0 +1,114 @@
+"""Hamiltonian Monte Carlo with a fixed number of integrator steps.
+
+Neal (2011), "MCMC using Hamiltonian dynamics", Secs. 3.2 and 5.3: the leapfrog integrator,
+a unit, diagonal or dense mass matrix, partial momentum refreshment
+``p <- p cos(theta) + z sin(theta)`` (Horowitz 1991; Neal 2011, Sec. 5.3, momentum negated
+on rejection) and step-size jitter ``eps * U(1 - j, 1 + j)`` (Neal 2011, Sec. 5.4.2.2).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from adaptmc.kernels.base import (
+    Kernel,
+    StepInfo,
+    check_inverse_mass,
+    check_positive,
+    metropolis_hastings,
+    select,
+)
+from adaptmc.kernels.integrators import (
+    LEAPFROG,
+    IntegratorState,
+    integrate,
+    make_integrator,
+    num_grads_per_step,
+)
+from adaptmc.kernels.metrics import euclidean_metric
+
+Array = jax.Array
+
+
+class HMCState(NamedTuple):
+    """``momentum`` is NaN until the first step (then drawn in full), so partial
+    refreshment starts from an exact draw."""
+
+    position: Array
+    logdensity: Array
+    logdensity_grad: Array
+    momentum: Array
+
+
+class HMCParams(NamedTuple):
+    """step_size: leapfrog step eps; num_leapfrog: steps per trajectory L (int, may be a
+    traced value); inverse_mass: scalar, ``(dim,)`` or ``(dim, dim)``; refresh_angle: theta
+    of partial refreshment (pi/2 = full refreshment); jitter: j of the step-size jitter."""
+
+    step_size: float = 0.1
+    num_leapfrog: int = 10
+    inverse_mass: Array | float = 1.0
+    refresh_angle: float = math.pi / 2
+    jitter: float = 0.0
+
+
+def init(position: Array, target) -> HMCState:
+    position = jnp.asarray(position)
+    logdensity, grad = target.logdensity_and_grad(position)
+    return HMCState(position, logdensity, grad, jnp.full_like(position, jnp.nan))
+
+
+def step(key: Array, state: HMCState, target, params: HMCParams) -> tuple[HMCState, StepInfo]:
+    """One HMC transition: refresh momentum, ``num_leapfrog`` leapfrog steps, M-H."""
+    return _step(key, state, target, params, _LEAPFROG)
+
+
+_LEAPFROG = make_integrator(LEAPFROG)
+
+
+def _step(key, state: HMCState, target, params: HMCParams, integrator):
+    key_momentum, key_jitter, key_accept = jax.random.split(key, 3)
+    metric = euclidean_metric(params.inverse_mass)
+    fresh = metric.sample_momentum(key_momentum, state.position)
+    angle = jnp.asarray(params.refresh_angle, state.position.dtype)
+    momentum = jnp.where(
+        jnp.isnan(state.momentum), fresh, state.momentum * jnp.cos(angle) + fresh * jnp.sin(angle)
+    )
+    step_size = params.step_size * (
+        1.0 + params.jitter * jax.random.uniform(key_jitter, minval=-1.0, maxval=1.0)
+    )
+    start = IntegratorState(state.position, momentum, state.logdensity, state.logdensity_grad)
+    end = integrate(
+        integrator, start, step_size, params.num_leapfrog, target.logdensity_and_grad, metric
+    )
+    energy_start = -start.logdensity + metric.kinetic_energy(momentum, state.position)
+    energy_end = -end.logdensity + metric.kinetic_energy(end.momentum, end.position)
+    num_grads = params.num_leapfrog * num_grads_per_step(LEAPFROG)
+    accept, info = metropolis_hastings(key_accept, energy_start - energy_end, num_grads)
+    proposal = HMCState(end.position, end.logdensity, end.logdensity_grad, end.momentum)
+    # on rejection the momentum is negated (only matters under partial refreshment)
+    rejected = HMCState(state.position, state.logdensity, state.logdensity_grad, -momentum)
+    return select(accept, proposal, rejected), info
+
+
+def cost(params: HMCParams) -> int:
+    return int(params.num_leapfrog) * num_grads_per_step(LEAPFROG)
+
+
+def check_params(params: HMCParams) -> None:
+    check_positive("step_size", params.step_size)
+    num = params.num_leapfrog
+    if int(num) != num or int(num) < 1:
+        raise ValueError(f"num_leapfrog must be an integer >= 1, got {num}")
+    check_inverse_mass(params.inverse_mass)
+    if not 0.0 < float(params.refresh_angle) <= math.pi / 2:
+        raise ValueError(f"refresh_angle must be in (0, pi/2], got {params.refresh_angle}")
+    if not 0.0 <= float(params.jitter) < 1.0:
+        raise ValueError(f"jitter must be in [0, 1), got {params.jitter}")
+
+
+hmc = Kernel("hmc", init, step, cost, check_params, HMCParams)

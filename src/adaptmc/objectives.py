@@ -1,0 +1,62 @@
+"""Rewards computed from one super-transition's draws.
+
+Each objective is a pure function ``(positions, stats, num_grads) -> float`` where
+``positions: (chains, draws, dim)``, ``stats`` maps per-step statistics to
+``(chains, draws)`` arrays (``acceptance_rate``, ``is_divergent``, ...) and ``num_grads`` is
+the gradient evaluations the super-transition spent over all chains. Higher is better. A
+super-transition with a divergence or too few draws returns NaN, which tuners treat as a
+failure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from adaptmc import diagnostics
+
+
+def _diverged(stats: dict) -> bool:
+    div = stats.get("is_divergent")
+    return div is not None and bool(np.any(div))
+
+
+def esjd_per_grad(positions: np.ndarray, stats: dict, num_grads: int) -> float:
+    """Expected squared jump distance per gradient evaluation: the sum of squared jumps of
+    every chain over the gradients spent (Pasarica & Gelman 2010; Wang et al. 2013 use the
+    ESJD normalised by sqrt(L))."""
+    if _diverged(stats) or positions.shape[1] < 2:
+        return float("nan")
+    jumps = diagnostics.squared_jumps(positions)
+    per_step = jumps.sum() / positions.shape[0] / (positions.shape[1] - 1)
+    grads_per_step = num_grads / positions.shape[0] / positions.shape[1]
+    return float(per_step / grads_per_step)
+
+
+def autocorrelation_score(
+    positions: np.ndarray, stats: dict, num_grads: int, max_lag: int = 50
+) -> float:
+    """``h = 1 - (1/l_max) sum_{l=1}^{l_max} |r(l)|`` averaged over coordinates
+    (Mahendran, Wang, Hamze & de Freitas 2012, Sec. 3); ``l_max`` is capped at half the
+    draws of the super-transition."""
+    if _diverged(stats) or positions.shape[1] < 4:
+        return float("nan")
+    lag = max(1, min(max_lag, positions.shape[1] // 2))
+    scores = [
+        1.0 - np.mean(np.abs(diagnostics.autocorrelation(positions[..., i], lag)[1:]))
+        for i in range(positions.shape[-1])
+    ]
+    return float(np.mean(scores))
+
+
+def min_ess_per_grad(positions: np.ndarray, stats: dict, num_grads: int) -> float:
+    """Smallest bulk-ESS over coordinates per gradient evaluation (Hoffman & Gelman 2014)."""
+    if _diverged(stats) or positions.shape[1] < 4:
+        return float("nan")
+    return float(diagnostics.ess(positions).min() / num_grads)
+
+
+OBJECTIVES = {
+    "esjd": esjd_per_grad,
+    "autocorrelation": autocorrelation_score,
+    "min-ess": min_ess_per_grad,
+}

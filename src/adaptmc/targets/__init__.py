@@ -1,0 +1,77 @@
+"""Targets: flat log densities with gradients, and the built-ins by name.
+
+`BUILTIN_TARGETS` is a plain dict from name to a function that builds the target;
+`get_target` also accepts a user's ``module:function`` returning a `Target` (or a
+``(logdensity_fn, initial_params)`` pair).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from adaptmc.targets.base import Target, check_position, make_target
+from adaptmc.targets.funnel import banana, funnel
+from adaptmc.targets.gaussians import correlated_2d, gaussian, neal_100d
+from adaptmc.targets.logistic import logistic_dataset, logistic_regression
+
+BUILTIN_TARGETS: dict[str, Callable[[], Target]] = {
+    "neal-100d": neal_100d,
+    "gauss-2d-v1": lambda: correlated_2d(1.0),
+    "gauss-2d-v2": lambda: correlated_2d(2.0),
+    "std-normal-10d": lambda: gaussian([0.0] * 10, 1.0, name="std-normal-10d"),
+    "funnel-10d": lambda: funnel(10),
+    "banana": banana,
+    **{
+        f"logistic-{name}": (lambda name=name: logistic_dataset(name))
+        for name in ("australian", "german", "heart", "pima", "ripley", "caravan")
+    },
+}
+
+
+def get_target(spec: str) -> Target:
+    """A built-in target by name, or ``package.module:function`` for a user's target.
+
+    The user's function takes no arguments and returns a `Target` or a pair
+    ``(logdensity_fn, initial_params)`` that `make_target` turns into one.
+    """
+    if spec in BUILTIN_TARGETS:
+        return BUILTIN_TARGETS[spec]()
+    if ":" not in spec:
+        raise ValueError(
+            f"unknown target {spec!r}; built-ins: {', '.join(sorted(BUILTIN_TARGETS))}; "
+            "or give 'module:function' for your own"
+        )
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"cannot import module {module_name!r} for target {spec!r}: {err}") from err
+    if not hasattr(module, attr):
+        raise ValueError(f"module {module_name!r} has no function {attr!r}")
+    made = getattr(module, attr)()
+    if isinstance(made, Target):
+        check_position(made, made.initial_position, "initial position")
+        return made
+    if isinstance(made, tuple) and len(made) == 2:
+        return make_target(made[0], made[1], name=attr)
+    raise ValueError(
+        f"{spec} must return a Target or a (logdensity_fn, initial_params) pair, "
+        f"got {type(made).__name__}"
+    )
+
+
+__all__ = [
+    "BUILTIN_TARGETS",
+    "Target",
+    "banana",
+    "check_position",
+    "correlated_2d",
+    "funnel",
+    "gaussian",
+    "get_target",
+    "logistic_dataset",
+    "logistic_regression",
+    "make_target",
+    "neal_100d",
+]

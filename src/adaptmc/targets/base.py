@@ -1,0 +1,169 @@
+"""The `Target`: a flat-vector log density with its gradient.
+
+Kernels work on flat 1-D positions; a `Target` flattens a user's pytree log density once, at
+the boundary (``jax.flatten_util.ravel_pytree``), and carries what the run loop and the
+on-disk format need: the dimension, an ``unravel`` back to named parameters, flat parameter
+names and an initial position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+Array = jax.Array
+
+
+@dataclass(frozen=True, eq=False)
+class Target:
+    """A log density over flat positions.
+
+    Attributes
+    ----------
+    name
+        Short name used in run folders and tables.
+    logdensity
+        ``position: (dim,) -> scalar`` unnormalised log density.
+    dim
+        Number of unconstrained parameters.
+    unravel
+        ``position: (dim,) -> pytree`` of named parameters.
+    initial_position
+        ``(dim,)`` starting point; checked finite with a finite gradient.
+    parameter_names
+        One name per flat coordinate, e.g. ``("beta[0]", "beta[1]", "sigma")``.
+    info
+        Free-form facts (true mean and covariance of a Gaussian, the data set's path...).
+    """
+
+    name: str
+    logdensity: Callable[[Array], Array]
+    dim: int
+    unravel: Callable[[Array], Any]
+    initial_position: Array
+    parameter_names: tuple[str, ...]
+    info: dict = field(default_factory=dict)
+
+    def logdensity_and_grad(self, position: Array) -> tuple[Array, Array]:
+        """``position: (dim,) -> (scalar, (dim,))`` through ``jax.value_and_grad``."""
+        return jax.value_and_grad(self.logdensity)(position)
+
+    def __repr__(self) -> str:
+        return f"Target({self.name!r}, dim={self.dim})"
+
+
+def _flat_names(params: Any) -> tuple[str, ...]:
+    """Flat coordinate names in ``ravel_pytree`` order: ``name[i,j]`` per array entry."""
+    leaves_with_path = jax.tree_util.tree_flatten_with_path(params)[0]
+    names: list[str] = []
+    for path, leaf in leaves_with_path:
+        base = "".join(_path_part(p) for p in path).lstrip(".") or "x"
+        shape = np.shape(leaf)
+        if shape == ():
+            names.append(base)
+        else:
+            for idx in np.ndindex(*shape):
+                names.append(f"{base}[{','.join(map(str, idx))}]")
+    return tuple(names)
+
+
+def _path_part(p: Any) -> str:
+    if isinstance(p, jax.tree_util.DictKey):
+        return f".{p.key}"
+    if isinstance(p, jax.tree_util.GetAttrKey):
+        return f".{p.name}"
+    if isinstance(p, jax.tree_util.SequenceKey):
+        return f".{p.idx}"
+    return f".{p}"
+
+
+def make_target(
+    logdensity_fn: Callable[[Any], Array],
+    initial_params: Any,
+    name: str = "user",
+    info: dict | None = None,
+    check: bool = True,
+) -> Target:
+    """Build a `Target` from a JAX log density over a pytree.
+
+    Parameters
+    ----------
+    logdensity_fn
+        ``params -> scalar`` written with ``jax.numpy``; ``params`` has the structure of
+        ``initial_params``.
+    initial_params
+        A pytree of arrays (a dict, a tuple, a single array) giving the structure, the dtype
+        and the starting point.
+    check
+        Evaluate the log density and its gradient at the start and raise `ValueError` if
+        either is not finite, or if the log density is not a scalar.
+    """
+    flat, unravel = ravel_pytree(initial_params)
+    flat = jnp.asarray(flat)
+    if flat.ndim != 1 or flat.size == 0:
+        raise ValueError("initial_params must contain at least one number")
+    if not jnp.issubdtype(flat.dtype, jnp.floating):
+        flat = flat.astype(jnp.result_type(float))
+
+    def logdensity(position: Array) -> Array:
+        return logdensity_fn(unravel(position))
+
+    target = Target(
+        name=name,
+        logdensity=logdensity,
+        dim=int(flat.shape[0]),
+        unravel=unravel,
+        initial_position=flat,
+        parameter_names=_flat_names(initial_params),
+        info=dict(info or {}),
+    )
+    if check:
+        check_position(target, flat, what="initial position")
+    return target
+
+
+def check_position(target: Target, position: Array, what: str = "position") -> None:
+    """Raise `ValueError` unless ``position`` has shape ``(dim,)`` and a finite log density
+    and gradient there."""
+    position = jnp.asarray(position)
+    if position.shape != (target.dim,):
+        raise ValueError(
+            f"{what} of target {target.name!r} has shape {position.shape}; "
+            f"expected ({target.dim},)"
+        )
+    try:
+        value, grad = target.logdensity_and_grad(position)
+    except TypeError as err:
+        raise ValueError(f"log density of target {target.name!r} failed: {err}") from err
+    if jnp.shape(value) != ():
+        raise ValueError(
+            f"log density of target {target.name!r} must return a scalar, got shape "
+            f"{jnp.shape(value)}"
+        )
+    if not bool(jnp.isfinite(value)):
+        raise ValueError(
+            f"log density of target {target.name!r} is {float(value)} at the {what}; "
+            "start from a point of positive density"
+        )
+    bad = ~jnp.isfinite(grad)
+    if bool(bad.any()):
+        idx = int(jnp.argmax(bad))
+        raise ValueError(
+            f"gradient of the log density of target {target.name!r} is not finite at the "
+            f"{what} (coordinate {target.parameter_names[idx]!r} = {float(grad[idx])})"
+        )
+
+
+def check_finite_data(name: str, array: Any) -> np.ndarray:
+    """Return ``array`` as float NumPy, raising `ValueError` if it holds NaN or inf."""
+    arr = np.asarray(array, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise ValueError(f"{name} contains NaN or inf (first at index {tuple(bad)})")
+    return arr
