@@ -434,8 +434,6 @@ def _check_run_args(target, kernel, params, tuner, objective, num_super_transiti
                 f"tuner {tuner.name!r} sets {name!r}, which kernel {kernel.name!r} does not "
                 f"have (its parameters: {', '.join(kernel.Params._fields)})"
             )
-    if tuner.names and objective is None:
-        raise ValueError(f"tuner {tuner.name!r} needs an objective to maximise")
     for name, value, low in (
         ("num_super_transitions", num_super_transitions, 1),
         ("gradient_budget", gradient_budget, 1),
