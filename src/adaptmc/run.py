@@ -39,6 +39,7 @@ RECORD_FIELDS = (
     "acceptance_rate",
     "divergences",
     "num_grads",
+    "num_steps",
     "num_draws",
     "warmup",
     "wall_s",
@@ -81,6 +82,7 @@ def run(
     force: bool = False,
     resume: bool = False,
     checkpoint_every: int = 10,
+    thin: int = 1,
     progress: bool = True,
     config: dict | None = None,
     stop_after: int | None = None,
@@ -108,6 +110,9 @@ def run(
     output_dir, force, resume, checkpoint_every
         Run folder; overwrite it; continue the run checkpointed there; super-transitions
         between checkpoints.
+    thin
+        Keep every ``thin``-th draw (gradients, divergences and acceptance are still counted
+        over every step).
     stop_after
         Stop (as if killed) after this many super-transitions in this call; for tests.
     """
@@ -116,7 +121,7 @@ def run(
     tuner = fixed() if tuner is None else tuner
     _check_run_args(
         target, kernel, params, tuner, objective, num_super_transitions, gradient_budget,
-        num_chains, num_warmup, checkpoint_every,
+        num_chains, num_warmup, checkpoint_every, thin,
     )
     key_init, key_run = jax.random.split(jax.random.key(seed))
     if initial_positions is None:
@@ -135,7 +140,7 @@ def run(
 
     fingerprint = _fingerprint(
         target, kernel, params, tuner, num_super_transitions, gradient_budget, num_chains,
-        num_warmup, adapt_until, seed,
+        num_warmup, adapt_until, seed, thin,
     )
     run_dir = None
     if output_dir is not None:
@@ -192,10 +197,12 @@ def run(
         num_steps = gradient_budget // kernel.cost(step_params)
         keys = jax.random.split(key_chains, num_chains)
         tick = time.perf_counter()
-        states, positions, stats, logdensity = loop(keys, states, step_params, num_steps)
+        states, positions, stats, logdensity, totals = loop(
+            keys, states, step_params, num_steps, thin
+        )
         positions, stats = np.asarray(positions), {k: np.asarray(v) for k, v in stats.items()}
         wall_s = time.perf_counter() - tick
-        spent = int(stats["num_grads"].sum())
+        spent = int(np.sum(totals[0]))
         total_grads += spent
 
         tick = time.perf_counter()
@@ -203,8 +210,8 @@ def run(
         if objective is not None:
             reward = float(objective(positions, stats, spent))
         summary = {
-            "acceptance_rate": float(stats["acceptance_rate"].mean()),
-            "divergences": int(stats["is_divergent"].sum()),
+            "acceptance_rate": float(np.sum(totals[2]) / (num_steps * num_chains)),
+            "divergences": int(np.sum(totals[1])),
             "num_grads": spent,
         }
         if adapting:
@@ -219,15 +226,14 @@ def run(
             ("acceptance_rate", summary["acceptance_rate"]),
             ("divergences", summary["divergences"]),
             ("num_grads", spent),
-            ("num_draws", num_steps),
+            ("num_steps", num_steps),
+            ("num_draws", num_steps // thin),
             ("warmup", warmup),
             ("wall_s", wall_s),
             ("tuner_s", tuner_s),
         ):
             record[name].append(value)
-        pending.append(
-            _chunk_arrays(index, positions, stats, logdensity, step_params, num_steps)
-        )
+        pending.append(_chunk_arrays(index, positions, stats, logdensity, step_params))
         if bar is not None:
             bar.update(1)
             bar.set_postfix(_postfix(step_params, summary, reward), refresh=False)
@@ -260,6 +266,7 @@ def run(
             "num_super_transitions": num_super_transitions,
             "num_chains": num_chains,
             "seed": seed,
+            "thin": thin,
             "total_grad_evals": total_grads,
             "wall_s": wall,
             "compile_s": loop.compile_s,
@@ -281,44 +288,65 @@ class _Loop:
         self.compiled: dict[int, Any] = {}
         self.compile_s = 0.0
 
-    def __call__(self, keys, states, params, num_steps: int):
-        capacity = 1 << max(0, math.ceil(math.log2(max(num_steps, 1))))
+    def __call__(self, keys, states, params, num_steps: int, thin: int = 1):
+        num_kept = num_steps // thin
+        capacity = 1 << max(0, math.ceil(math.log2(max(num_kept, 1))))
         params = jax.tree.map(jnp.asarray, params)
-        args = (keys, states, params, jnp.asarray(num_steps, jnp.int32))
+        args = (
+            keys, states, params, jnp.asarray(num_steps, jnp.int32), jnp.asarray(thin, jnp.int32)
+        )
         if capacity not in self.compiled:
             tick = time.perf_counter()
-            fn = jax.jit(jax.vmap(self._one_chain(capacity), in_axes=(0, 0, None, None)))
+            fn = jax.jit(jax.vmap(self._one_chain(capacity), in_axes=(0, 0, None, None, None)))
             self.compiled[capacity] = fn.lower(*args).compile()
             self.compile_s += time.perf_counter() - tick
-        states, positions, stats, logdensity = self.compiled[capacity](*args)
+        states, positions, stats, logdensity, totals = self.compiled[capacity](*args)
         return (
             states,
-            positions[:, :num_steps],
-            {k: v[:, :num_steps] for k, v in stats.items()},
-            logdensity[:, :num_steps],
+            positions[:, :num_kept],
+            {k: v[:, :num_kept] for k, v in stats.items()},
+            logdensity[:, :num_kept],
+            totals,
         )
 
     def _one_chain(self, capacity: int):
         target, kernel = self.target, self.kernel
 
-        def one_chain(key, state, params, num_steps):
-            _, info_shape = jax.eval_shape(lambda k, s: kernel.step(k, s, target, params), key, state)
+        def one_chain(key, state, params, num_steps, thin):
+            _, info_shape = jax.eval_shape(
+                lambda k, s: kernel.step(k, s, target, params), key, state
+            )
             positions = jnp.zeros((capacity,) + state.position.shape, state.position.dtype)
             stats = {
                 name: jnp.zeros((capacity,), getattr(info_shape, name).dtype)
                 for name in STEP_FIELDS
             }
             logdensity = jnp.zeros((capacity,), state.logdensity.dtype)
+            # totals over every step, kept or thinned away: gradients, divergences, acceptance
+            totals = (jnp.zeros((), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32),
+                      jnp.zeros((), jnp.int32), jnp.zeros((), logdensity.dtype))
 
             def body(t, carry):
-                state, positions, stats, logdensity = carry
+                state, positions, stats, logdensity, totals = carry
                 state, info = kernel.step(jax.random.fold_in(key, t), state, target, params)
-                positions = positions.at[t].set(state.position)
-                stats = {name: stats[name].at[t].set(getattr(info, name)) for name in stats}
-                logdensity = logdensity.at[t].set(state.logdensity)
-                return state, positions, stats, logdensity
+                keep = (t + 1) % thin == 0
+                slot = jnp.where(keep, t // thin, capacity)  # out of range: dropped
+                positions = positions.at[slot].set(state.position, mode="drop")
+                stats = {
+                    name: stats[name].at[slot].set(getattr(info, name), mode="drop")
+                    for name in stats
+                }
+                logdensity = logdensity.at[slot].set(state.logdensity, mode="drop")
+                totals = (
+                    totals[0] + info.num_grads,
+                    totals[1] + info.is_divergent.astype(jnp.int32),
+                    totals[2] + info.acceptance_rate,
+                )
+                return state, positions, stats, logdensity, totals
 
-            return jax.lax.fori_loop(0, num_steps, body, (state, positions, stats, logdensity))
+            return jax.lax.fori_loop(
+                0, num_steps, body, (state, positions, stats, logdensity, totals)
+            )
 
         return one_chain
 
@@ -335,7 +363,7 @@ def _with_proposal(kernel: Kernel, params: Any, proposal: dict) -> Any:
     return new
 
 
-def _chunk_arrays(index, positions, stats, logdensity, params, num_steps) -> dict:
+def _chunk_arrays(index, positions, stats, logdensity, params) -> dict:
     shape = positions.shape[:2]
     out = {"positions": positions, "lp": logdensity, **{f"stat/{k}": v for k, v in stats.items()}}
     out["stat/super_transition"] = np.full(shape, index, dtype=np.int32)
@@ -419,7 +447,7 @@ def to_inference_data(target, kernel, chunks, record, tuner, num_warmup, attrs):
 
 
 def _check_run_args(target, kernel, params, tuner, objective, num_super_transitions,
-                    gradient_budget, num_chains, num_warmup, checkpoint_every):
+                    gradient_budget, num_chains, num_warmup, checkpoint_every, thin):
     if not isinstance(target, Target):
         raise TypeError(f"target must be a Target, got {type(target).__name__}")
     if not isinstance(params, kernel.Params):
@@ -440,20 +468,21 @@ def _check_run_args(target, kernel, params, tuner, objective, num_super_transiti
         ("num_chains", num_chains, 1),
         ("num_warmup", num_warmup, 0),
         ("checkpoint_every", checkpoint_every, 1),
+        ("thin", thin, 1),
     ):
         if int(value) != value or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value}")
     if num_warmup >= num_super_transitions:
         raise ValueError("num_warmup must be smaller than num_super_transitions")
-    if kernel.cost(params) > gradient_budget:
+    if kernel.cost(params) * thin > gradient_budget:
         raise ValueError(
-            f"one step costs {kernel.cost(params)} gradient evaluations, more than the "
-            f"gradient_budget {gradient_budget} of a super-transition"
+            f"one kept draw costs {kernel.cost(params) * thin} gradient evaluations (thin "
+            f"{thin}), more than the gradient_budget {gradient_budget} of a super-transition"
         )
 
 
 def _fingerprint(target, kernel, params, tuner, num_super_transitions, gradient_budget,
-                 num_chains, num_warmup, adapt_until, seed) -> dict:
+                 num_chains, num_warmup, adapt_until, seed, thin) -> dict:
     return {
         "target": target.name,
         "dim": target.dim,
@@ -466,6 +495,7 @@ def _fingerprint(target, kernel, params, tuner, num_super_transitions, gradient_
         "num_warmup": num_warmup,
         "adapt_until": adapt_until,
         "seed": seed,
+        "thin": thin,
     }
 
 

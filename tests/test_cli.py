@@ -1,0 +1,69 @@
+"""The command line: a run end to end, its summary, and clear errors that write nothing."""
+
+import pytest
+
+from adaptmc.cli import main
+
+
+def test_sample_then_summary(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["sample", "--target", "gauss-2d-v1", "--step-size", "0.05", "--num-leapfrog",
+                 "20", "--super-transitions", "4", "--budget", "400", "--warmup", "1",
+                 "--chains", "2", "--out", str(out), "--no-progress"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "min bulk-ESS per 1000 gradients" in printed and "x[0]" in printed
+    for name in ("draws.nc", "summary.txt", "config.json", "checkpoint.npz"):
+        assert (out / name).exists(), name
+    assert main(["summary", str(out)]) == 0
+    assert "gradient evaluations" in capsys.readouterr().out
+
+
+def test_grid_tuner_from_cli(tmp_path, capsys):
+    out = tmp_path / "grid"
+    code = main(["sample", "--target", "gauss-2d-v2", "--tuner", "grid", "--grid",
+                 "step_size=0.1,0.4", "--grid", "num_leapfrog=5,10", "--super-transitions",
+                 "6", "--budget", "200", "--warmup", "0", "--chains", "2", "--out", str(out),
+                 "--no-progress"])
+    assert code == 0
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--target", "nope"], "unknown target"),
+        (["--target", "gauss-2d-v1", "--step-size", "0"], "step_size must be positive"),
+        (["--target", "gauss-2d-v1", "--num-leapfrog", "0"], "num_leapfrog must be"),
+        (["--target", "gauss-2d-v1", "--kernel", "rwm", "--num-leapfrog", "3"],
+         "does not apply"),
+        (["--target", "gauss-2d-v1", "--objective", "nope"], "unknown objective"),
+        (["--target", "gauss-2d-v1", "--tuner", "grid", "--grid", "step_size"],
+         "expected NAME=V1"),
+        (["--target", "gauss-2d-v1", "--tuner", "grid", "--grid", "foo=1,2"],
+         "does not have"),
+    ],
+)
+def test_bad_options_give_one_clear_error_and_write_nothing(tmp_path, capsys, extra, message):
+    out = tmp_path / "never"
+    code = main(["sample", *extra, "--out", str(out), "--no-progress",
+                 "--super-transitions", "2", "--budget", "50"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and err.count("error:") == 1
+    assert not out.exists()
+
+
+def test_existing_folder_needs_force(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "keep").write_text("x")
+    code = main(["sample", "--target", "gauss-2d-v1", "--out", str(out), "--no-progress"])
+    assert code == 2 and "already exists" in capsys.readouterr().err
+    assert (out / "keep").exists()
+
+
+def test_unknown_option_is_refused(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["sample", "--target", "gauss-2d-v1", "--out", "x", "--bogus", "1"])
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
