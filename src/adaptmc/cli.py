@@ -11,7 +11,10 @@ import json
 import sys
 from pathlib import Path
 
-TUNER_CHOICES = ("fixed", "grid")
+TUNER_CHOICES = (
+    "fixed", "grid", "gp-ucb", "parametric", "hedge", "sir", "dual-averaging", "random",
+)
+BANDIT_TUNERS = ("gp-ucb", "parametric", "hedge", "sir", "random")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,13 +45,45 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--quick", action="store_true", help="a small version for CI and demos")
     repro.add_argument("--force", action="store_true", help="overwrite the output folder")
     repro.add_argument("--seed", type=int, default=0)
+
+    bench = sub.add_parser("bench", help="benchmark matrix: targets x samplers x seeds")
+    add_bench_arguments(bench)
     return parser
+
+
+def add_bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--targets", default=None,
+                   help="comma-separated targets (default: the posteriordb eight, Gaussians, "
+                        "funnel, logistic-german, bnn-robot-arm)")
+    p.add_argument("--samplers", default=None,
+                   help="comma-separated samplers (default: adaptmc-hmc-da, -grid, -gpucb, "
+                        "adaptmc-gadmala, blackjax-nuts; numpyro-nuts is optional)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds per (target, sampler)")
+    p.add_argument("--budget", type=int, default=None,
+                   help="sampling draws per chain (warm-up: half as many)")
+    p.add_argument("--chains", type=int, default=None, help="chains per cell (default 4)")
+    p.add_argument("--out", default="runs/bench", help="output folder")
+    p.add_argument("--force", action="store_true", help="recompute cells already in --out")
+    p.add_argument("--dask", default=None, metavar="ADDRESS",
+                   help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
+    p.add_argument("--workers", type=int, default=0,
+                   help="local Dask worker processes (0: auto, a local cluster for >= 4 "
+                        "cells; 1: serial)")
+    p.add_argument("--quick", action="store_true",
+                   help="3 targets x 2 samplers x 1 seed, short chains (a couple of minutes)")
 
 
 def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", required=True,
                    help="built-in target name (see `adaptmc targets`) or module:function")
-    p.add_argument("--kernel", default="hmc", choices=("hmc", "mala", "rwm"))
+    from adaptmc.kernels import KERNELS
+
+    p.add_argument("--kernel", default="hmc", choices=sorted(KERNELS),
+                   help="kernels with in-step adaptation (gadmala, gadrwm, am, mala-da, "
+                        "hmc-da, ...) adapt during --warmup, then freeze")
+    p.add_argument("--keep-adapting", type=float, default=None, metavar="DECAY",
+                   help="gadmala/gadrwm: after warm-up keep adapting with the learning rate "
+                        "decaying as (1 + t)^-DECAY instead of freezing")
     p.add_argument("--step-size", type=float, default=None, help="eps (default: kernel's)")
     p.add_argument("--num-leapfrog", type=int, default=None, help="L, HMC only")
     p.add_argument("--refresh-angle", type=float, default=None,
@@ -67,7 +102,21 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tuner", default="fixed", choices=TUNER_CHOICES)
     p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...",
                    help="values for the grid tuner, e.g. --grid step_size=0.1,0.2")
-    p.add_argument("--objective", default="esjd", help="esjd, autocorrelation or min-ess")
+    p.add_argument("--box", action="append", default=[], metavar="NAME=LOW:HIGH",
+                   help="search box of a bandit tuner, e.g. --box step_size=0.01:1 "
+                        "--box num_leapfrog=1:100 (the defaults for HMC)")
+    p.add_argument("--schedule", default=None, choices=("exp", "poly", "geometric", "constant"),
+                   help="adoption-probability schedule of a bandit tuner (default: exp for "
+                        "gp-ucb, hedge and sir, geometric for parametric, constant for random)")
+    p.add_argument("--anneal-rate", type=float, default=None,
+                   help="the schedule's parameter: lambda of exp(-lambda (i-1)) (default "
+                        "0.01), gamma of i^-gamma (0.5), rate of rate^(i-1) (0.99), p (1)")
+    p.add_argument("--target-accept", type=float, default=0.8,
+                   help="target acceptance rate of the dual-averaging tuner")
+    p.add_argument("--objective", default="esjd",
+                   help="esjd, autocorrelation, min-ess, or module:function for your own reward "
+                        "(positions, stats, num_grads) -> float")
+    p.add_argument("--thin", type=int, default=1, help="keep every n-th draw")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="run folder to write")
     p.add_argument("--force", action="store_true", help="overwrite an existing run folder")
@@ -109,11 +158,7 @@ def make_tuner(args):
     from adaptmc import tuners
     from adaptmc.objectives import OBJECTIVES
 
-    if args.objective not in OBJECTIVES:
-        raise ValueError(
-            f"unknown objective {args.objective!r}; choose one of {', '.join(OBJECTIVES)}"
-        )
-    objective = OBJECTIVES[args.objective]
+    objective = _objective(args.objective, OBJECTIVES)
     if args.tuner == "fixed":
         if args.grid:
             raise ValueError("--grid needs --tuner grid")
@@ -126,12 +171,84 @@ def make_tuner(args):
                 raise ValueError(f"--grid {item!r}: expected NAME=V1,V2,...")
             values[name] = [_number(v) for v in vals.split(",")]
         return tuners.grid(values), objective
+    if args.tuner == "dual-averaging":
+        step_size = args.step_size if args.step_size is not None else 0.1
+        return tuners.dual_averaging_tuner(
+            step_size, target_accept=getattr(args, "target_accept", 0.8)
+        ), objective
+    if args.tuner in BANDIT_TUNERS:
+        box = make_box(args)
+        schedule = None
+        if getattr(args, "schedule", None) is not None:
+            rate = getattr(args, "anneal_rate", None)
+            make = tuners.SCHEDULES[args.schedule]
+            schedule = make() if rate is None else make(rate)
+        elif getattr(args, "anneal_rate", None) is not None:
+            raise ValueError("--anneal-rate needs --schedule exp|poly|geometric|constant")
+        if args.tuner == "random":
+            return tuners.random_search(box, schedule=schedule), objective
+        make_bandit = {"gp-ucb": tuners.gp_ucb, "parametric": tuners.parametric,
+                       "hedge": tuners.hedge, "sir": tuners.sir}[args.tuner]
+        return make_bandit(box, schedule=schedule), objective
     raise ValueError(f"unknown tuner {args.tuner!r}")
+
+
+def make_box(args):
+    """The bandit's search box from ``--box`` items over the kernel's default box
+    (HMC: step_size in [0.01, 1], num_leapfrog in [1, 100]; MALA and RWM: step_size)."""
+    from adaptmc import tuners
+
+    default = tuners.hmc_box()
+    if getattr(args, "kernel", "hmc") != "hmc":
+        default = tuners.make_box({"step_size": (0.01, 1.0)})
+    elif args.budget < 4 * default.upper[1]:
+        # at least 4 draws per super-transition, the fewest an objective scores
+        default = tuners.hmc_box(num_leapfrog=(1, max(2, args.budget // 4)))
+    box = tuners.parse_box(list(getattr(args, "box", None) or []), default)
+    top = box.upper[box.names.index("num_leapfrog")] if "num_leapfrog" in box.names else 0
+    if top > args.budget:
+        raise ValueError(f"--box num_leapfrog reaches {int(top)}, more than the "
+                         f"--budget {args.budget} gradients of a super-transition")
+    return box
+
+
+def _objective(spec: str, builtins: dict):
+    """A built-in objective by name, or ``module:function`` for a model-specific reward."""
+    import importlib
+
+    if spec in builtins:
+        return builtins[spec]
+    if ":" not in spec:
+        raise ValueError(
+            f"unknown objective {spec!r}; choose one of {', '.join(builtins)} or give "
+            "module:function"
+        )
+    module_name, _, attr = spec.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"cannot load objective {spec!r}: {err}") from err
+    if not callable(function):
+        raise ValueError(f"objective {spec!r} is not callable")
+    return function
 
 
 def _number(text: str):
     value = float(text)
     return int(value) if value.is_integer() and "." not in text and "e" not in text else value
+
+
+def in_step_adaptation_tuner(kernel, keep_adapting: float | None):
+    """For kernels that adapt inside every step: adapt during warm-up, then freeze
+    (``adapt = 0``) or, with ``keep_adapting``, go on with a decaying learning rate."""
+    from adaptmc.tuners.warmup import switch_after_warmup
+
+    if keep_adapting is None:
+        return switch_after_warmup()
+    if "lr_decay" not in kernel.Params._fields:
+        raise ValueError(f"--keep-adapting does not apply to kernel {kernel.name!r}")
+    return switch_after_warmup({"adapt": 1.0, "lr_decay": 0.0},
+                               {"adapt": 1.0, "lr_decay": float(keep_adapting)})
 
 
 def cmd_sample(args, resume: bool = False) -> int:
@@ -151,6 +268,10 @@ def cmd_sample(args, resume: bool = False) -> int:
     kernel = KERNELS[args.kernel]
     params = make_params(kernel, args)
     tuner, objective = make_tuner(args)
+    adapt_until = args.adapt_until
+    if "adapt" in kernel.Params._fields and args.tuner == "fixed":
+        tuner = in_step_adaptation_tuner(kernel, getattr(args, "keep_adapting", None))
+        adapt_until = args.warmup if adapt_until is None else adapt_until
     result = run(
         target,
         kernel,
@@ -161,18 +282,25 @@ def cmd_sample(args, resume: bool = False) -> int:
         tuner=tuner,
         objective=objective,
         num_warmup=args.warmup,
-        adapt_until=args.adapt_until,
+        adapt_until=adapt_until,
         seed=args.seed,
         output_dir=args.out,
         force=args.force,
         resume=resume,
         checkpoint_every=args.checkpoint_every,
+        thin=args.thin,
         progress=not args.no_progress,
         config={"cli": vars(args)},
     )
     text = format_summary(result.idata)
     (Path(args.out) / "summary.txt").write_text(text + "\n")
     print(text)
+    if args.tuner not in ("fixed", "grid"):
+        from adaptmc.plots import write_tuning_plots
+
+        box = make_box(args) if args.tuner in BANDIT_TUNERS else None
+        for path in write_tuning_plots(result.idata, args.out, box=box):
+            print(f"plot: {path}")
     print(f"\nrun folder: {args.out} (draws.nc, summary.txt, config.json)")
     return 0
 
@@ -227,12 +355,37 @@ def cmd_reproduce(args) -> int:
                                             seed=args.seed) or 0)
 
 
+def cmd_bench(args) -> int:
+    import dataclasses
+    import shlex
+
+    from adaptmc import bench
+
+    config = bench.QUICK_CONFIG if args.quick else bench.BenchConfig()
+    if args.budget is not None:
+        config = dataclasses.replace(config, num_samples=args.budget,
+                                     num_warmup=max(10, args.budget // 2))
+    if args.chains is not None:
+        config = dataclasses.replace(config, num_chains=args.chains)
+    targets = (args.targets.split(",") if args.targets else
+               list(bench.QUICK_TARGETS if args.quick else bench.DEFAULT_TARGETS))
+    samplers = (args.samplers.split(",") if args.samplers else
+                list(bench.QUICK_SAMPLERS if args.quick else bench.DEFAULT_SAMPLERS))
+    seeds = args.seeds if args.seeds is not None else (1 if args.quick else 2)
+    command = "adaptmc " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    bench.run_bench(targets, samplers, seeds, config, args.out, dask_address=args.dask,
+                    workers=args.workers, force=args.force, command=command)
+    print((Path(args.out) / "results.md").read_text())
+    return 0
+
+
 COMMANDS = {
     "sample": cmd_sample,
     "resume": cmd_resume,
     "summary": cmd_summary,
     "targets": cmd_targets,
     "reproduce": cmd_reproduce,
+    "bench": cmd_bench,
 }
 
 

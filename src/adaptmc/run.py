@@ -220,7 +220,7 @@ def run(
 
         warmup = index < num_warmup
         for name in tuner.names:
-            record[f"param/{name}"].append(float(getattr(step_params, name)))
+            record[f"param/{name}"].append(float(np.mean(getattr(step_params, name))))
         for name, value in (
             ("reward", reward),
             ("acceptance_rate", summary["acceptance_rate"]),
@@ -279,13 +279,16 @@ def run(
     return RunResult(idata, total_grads, wall, loop.compile_s, run_dir)
 
 
+_COMPILED: dict = {}  # (target, kernel, chains, capacity, argument signature) -> executable
+
+
 class _Loop:
     """The jitted, vmapped inner loop of one super-transition, compiled once per buffer
-    capacity (a power of two at least the number of steps)."""
+    capacity (a power of two at least the number of kept draws) and argument signature, and
+    shared by every run on the same target object (grids of fixed settings, repeats)."""
 
     def __init__(self, target: Target, kernel: Kernel, num_chains: int):
         self.target, self.kernel, self.num_chains = target, kernel, num_chains
-        self.compiled: dict[int, Any] = {}
         self.compile_s = 0.0
 
     def __call__(self, keys, states, params, num_steps: int, thin: int = 1):
@@ -295,12 +298,17 @@ class _Loop:
         args = (
             keys, states, params, jnp.asarray(num_steps, jnp.int32), jnp.asarray(thin, jnp.int32)
         )
-        if capacity not in self.compiled:
+        signature = (
+            jax.tree.structure(args),
+            tuple((leaf.shape, str(leaf.dtype)) for leaf in jax.tree.leaves(args)),
+        )
+        cache_key = (self.target, self.kernel, self.num_chains, capacity, signature)
+        if cache_key not in _COMPILED:
             tick = time.perf_counter()
             fn = jax.jit(jax.vmap(self._one_chain(capacity), in_axes=(0, 0, None, None, None)))
-            self.compiled[capacity] = fn.lower(*args).compile()
+            _COMPILED[cache_key] = fn.lower(*args).compile()
             self.compile_s += time.perf_counter() - tick
-        states, positions, stats, logdensity, totals = self.compiled[capacity](*args)
+        states, positions, stats, logdensity, totals = _COMPILED[cache_key](*args)
         return (
             states,
             positions[:, :num_kept],

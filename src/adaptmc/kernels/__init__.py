@@ -1,13 +1,40 @@
 """Transition kernels: pure ``init`` / ``step`` functions with parameters at call time."""
 
+from adaptmc.kernels.adaptive_metropolis import AMParams, AMState, adaptive_metropolis
 from adaptmc.kernels.base import Kernel, StepInfo
+from adaptmc.kernels.gradient_adaptive import (
+    GADMALAParams,
+    GADRWMParams,
+    GADState,
+    gadmala,
+    gadmala_diag,
+    gadmala_direct,
+    gadmala_exact,
+    gadrwm,
+    gadrwm_diag,
+    gadrwm_direct,
+)
 from adaptmc.kernels.hmc import HMCParams, HMCState, hmc
 from adaptmc.kernels.mala import MALAParams, MALAState, mala
 from adaptmc.kernels.rwm import RWMParams, RWMState, rwm
+from adaptmc.kernels.step_size_adaptation import AdaptedState, with_step_size_adaptation
 
 KERNELS: dict[str, Kernel] = {"hmc": hmc, "mala": mala, "rwm": rwm}
+KERNELS.update({
+    k.name: k
+    for k in (gadrwm, gadrwm_direct, gadrwm_diag, gadmala, gadmala_direct, gadmala_exact,
+              gadmala_diag, adaptive_metropolis)
+})
+KERNELS["mala-da"] = with_step_size_adaptation(mala, 0.574)
+KERNELS["hmc-da"] = with_step_size_adaptation(hmc, 0.65)
 
 __all__ = [
+    "AMParams",
+    "AMState",
+    "AdaptedState",
+    "GADMALAParams",
+    "GADRWMParams",
+    "GADState",
     "HMCParams",
     "HMCState",
     "KERNELS",
@@ -17,7 +44,16 @@ __all__ = [
     "RWMParams",
     "RWMState",
     "StepInfo",
+    "adaptive_metropolis",
+    "gadmala",
+    "gadmala_diag",
+    "gadmala_direct",
+    "gadmala_exact",
+    "gadrwm",
+    "gadrwm_diag",
+    "gadrwm_direct",
     "hmc",
     "mala",
     "rwm",
+    "with_step_size_adaptation",
 ]

@@ -12,13 +12,15 @@ from collections.abc import Callable
 
 from adaptmc.targets.base import Target, check_position, make_target
 from adaptmc.targets.funnel import banana, funnel
-from adaptmc.targets.gaussians import correlated_2d, gaussian, neal_100d
+from adaptmc.targets.gaussians import correlated_2d, gaussian, gp_gaussian_51d, neal_100d
 from adaptmc.targets.logistic import logistic_dataset, logistic_regression
+from adaptmc.targets.posteriordb import posteriordb_target, posteriordb_targets
 
 BUILTIN_TARGETS: dict[str, Callable[[], Target]] = {
     "neal-100d": neal_100d,
     "gauss-2d-v1": lambda: correlated_2d(1.0),
     "gauss-2d-v2": lambda: correlated_2d(2.0),
+    "gp-gauss-51d": gp_gaussian_51d,
     "std-normal-10d": lambda: gaussian([0.0] * 10, 1.0, name="std-normal-10d"),
     "funnel-10d": lambda: funnel(10),
     "banana": banana,
@@ -26,6 +28,7 @@ BUILTIN_TARGETS: dict[str, Callable[[], Target]] = {
         f"logistic-{name}": (lambda name=name: logistic_dataset(name))
         for name in ("australian", "german", "heart", "pima", "ripley", "caravan")
     },
+    **posteriordb_targets(),
 }
 
 
@@ -70,8 +73,10 @@ __all__ = [
     "funnel",
     "gaussian",
     "get_target",
+    "gp_gaussian_51d",
     "logistic_dataset",
     "logistic_regression",
     "make_target",
     "neal_100d",
+    "posteriordb_target",
 ]

@@ -1,0 +1,317 @@
+"""Titsias & Dellaportas (2019, Sec. 4, Tables 1-2): gradient-based adaptive MCMC against
+adaptive Metropolis, MALA and HMC with dual-averaged step sizes, and NUTS.
+
+Protocol (full): per target, every sampler starts from the target's initial position, runs
+``2 x 10^4`` burn-in iterations with its adaptation on, then ``2 x 10^4`` kept iterations
+with adaptation frozen, repeated 10 times with different keys. Reported per sampler (means
+over repeats): wall time (burn-in + kept, compile excluded), acceptance rate of the kept
+iterations, bulk ESS over coordinates (min, median, max; `adaptmc.diagnostics.ess`), min
+ESS per second and min ESS per 1000 gradient evaluations (every evaluation counted, burn-in
+included: NUTS's sum of ``num_integration_steps``, gadMALA-exact's Hessian-vector product as
+a second gradient, RWM-type samplers' log-density evaluations).
+
+Samplers: gadRWM, gadMALA (fast, exact) with full Cholesky factors (`adaptmc.kernels.
+gradient_adaptive`), adaptive Metropolis (Haario et al. 2001), MALA with dual averaging
+(target 0.574), HMC with L in {5, 10, 20} and dual-averaged eps (target 0.65), and BlackJAX
+NUTS with window adaptation (diagonal mass matrix, target 0.8) over the same burn-in length.
+
+Targets: the 2-d Gaussian with correlation 0.99, Neal's 100-d Gaussian (sds 0.01..1), the
+51-d GP Gaussian (`gp_gaussian_51d`) and Bayesian logistic regression on the six shared
+sets (N(0, 100) prior, standardised inputs plus intercept).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from adaptmc import diagnostics, io
+from adaptmc.kernels import (
+    AMParams,
+    GADMALAParams,
+    GADRWMParams,
+    adaptive_metropolis,
+    gadmala,
+    gadmala_diag,
+    gadmala_direct,
+    gadmala_exact,
+    gadrwm,
+    hmc,
+    mala,
+    with_step_size_adaptation,
+)
+from adaptmc.kernels.base import Kernel
+from adaptmc.targets import get_target
+from adaptmc.targets.base import Target
+
+TARGETS = (
+    "gauss-2d-v1",
+    "neal-100d",
+    "gp-gauss-51d",
+    *(f"logistic-{name}"
+      for name in ("australian", "german", "heart", "pima", "ripley", "caravan")),
+)
+SAMPLERS = ("gadrwm", "gadmala", "gadmala-exact", "gadmala-diag", "am", "mala-da", "hmc-5",
+            "hmc-10", "hmc-20", "nuts")
+QUICK_TARGETS = ("gauss-2d-v1", "neal-100d", "logistic-ripley")
+QUICK_SAMPLERS = ("gadrwm", "gadmala", "am", "mala-da", "hmc-10", "nuts")
+INITIAL_STEP_SIZE = 0.1
+
+# Girolami & Calderhead (2011), Table 3 (German credit, 5000 kept draws): literature rows.
+LITERATURE = {
+    "logistic-german": [
+        {"sampler": "G&C 2011 HMC (lit.)", "min_ess": 3182.0, "time_s": 117.9},
+        {"sampler": "G&C 2011 RMHMC (lit.)", "min_ess": 4757.0, "time_s": 246.6},
+    ],
+}
+
+
+class Sampler(NamedTuple):
+    """A kernel with its burn-in (adapting) and kept (frozen) parameters."""
+
+    kernel: Kernel
+    burn_params: Any
+    keep_params: Any
+
+
+def make_sampler(name: str) -> Sampler:
+    """The kernel and parameters of one sampler of the comparison (not NUTS)."""
+    eps = INITIAL_STEP_SIZE
+    if name == "gadrwm":
+        burn = GADRWMParams(step_size=eps)
+        return Sampler(gadrwm, burn, burn._replace(adapt=0.0))
+    if name in ("gadmala", "gadmala-exact", "gadmala-diag", "gadmala-direct"):
+        burn = GADMALAParams(step_size=eps)
+        kernel = {"gadmala": gadmala, "gadmala-exact": gadmala_exact,
+                  "gadmala-diag": gadmala_diag, "gadmala-direct": gadmala_direct}[name]
+        return Sampler(kernel, burn, burn._replace(adapt=0.0))
+    if name == "am":
+        burn = AMParams(step_size=eps)
+        return Sampler(adaptive_metropolis, burn, burn._replace(adapt=0.0))
+    if name == "mala-da":
+        kernel = with_step_size_adaptation(mala, 0.574)
+        burn = kernel.Params(step_size=eps)
+        return Sampler(kernel, burn, burn._replace(adapt=0.0))
+    if name.startswith("hmc-"):
+        kernel = with_step_size_adaptation(hmc, 0.65)
+        burn = kernel.Params(step_size=eps, num_leapfrog=int(name.split("-")[1]))
+        return Sampler(kernel, burn, burn._replace(adapt=0.0))
+    raise ValueError(f"unknown sampler {name!r}; choose from {', '.join(SAMPLERS)}")
+
+
+def _kernel_runner(sampler: Sampler, target: Target, num_burn: int, num_keep: int):
+    """Compiled ``burn(key, x0) -> (state, grads)`` and ``keep(key, state) -> (positions,
+    accepted, grads)`` for one chain."""
+    kernel = sampler.kernel
+    burn_params = jax.tree.map(jnp.asarray, sampler.burn_params)
+    keep_params = jax.tree.map(jnp.asarray, sampler.keep_params)
+
+    def burn(key, x0, params):
+        state = kernel.init(x0, target)
+
+        def body(s, k):
+            s, info = kernel.step(k, s, target, params)
+            return s, info.num_grads
+
+        state, grads = jax.lax.scan(body, state, jax.random.split(key, num_burn))
+        return state, jnp.sum(grads) + 1
+
+    def keep(key, state, params):
+        def body(s, k):
+            s, info = kernel.step(k, s, target, params)
+            return s, (s.position, info.accepted, info.num_grads)
+
+        _, (positions, accepted, grads) = jax.lax.scan(body, state,
+                                                       jax.random.split(key, num_keep))
+        return positions, jnp.mean(accepted), jnp.sum(grads)
+
+    key = jax.random.key(0)
+    burn_c = jax.jit(burn).lower(key, target.initial_position, burn_params).compile()
+    state_shape = jax.eval_shape(burn, key, target.initial_position, burn_params)[0]
+    keep_c = jax.jit(keep).lower(key, state_shape, keep_params).compile()
+
+    def run_once(key):
+        k1, k2 = jax.random.split(key)
+        tick = time.perf_counter()
+        state, burn_grads = jax.block_until_ready(burn_c(k1, target.initial_position,
+                                                         burn_params))
+        positions, rate, keep_grads = jax.block_until_ready(keep_c(k2, state, keep_params))
+        wall = time.perf_counter() - tick
+        return np.asarray(positions), float(rate), int(burn_grads) + int(keep_grads), wall
+
+    return run_once
+
+
+def _nuts_runner(target: Target, num_burn: int, num_keep: int):
+    """BlackJAX NUTS after window adaptation; gradients = 1 + sum of num_integration_steps."""
+    import blackjax
+
+    def burn(key, x0):
+        warmup = blackjax.window_adaptation(blackjax.nuts, target.logdensity)
+        (state, parameters), info = warmup.run(key, x0, num_steps=num_burn)
+        grads = jnp.sum(info.info.num_integration_steps) + 1
+        return state, parameters["step_size"], parameters["inverse_mass_matrix"], grads
+
+    def keep(key, state, step_size, inverse_mass):
+        nuts = blackjax.nuts(target.logdensity, step_size, inverse_mass)
+
+        def body(s, k):
+            s, info = nuts.step(k, s)
+            return s, (s.position, info.acceptance_rate, info.num_integration_steps)
+
+        _, (positions, rate, steps) = jax.lax.scan(body, state, jax.random.split(key, num_keep))
+        return positions, jnp.mean(rate), jnp.sum(steps)
+
+    key = jax.random.key(0)
+    burn_c = jax.jit(burn).lower(key, target.initial_position).compile()
+    shapes = jax.eval_shape(burn, key, target.initial_position)
+    keep_c = jax.jit(keep).lower(key, *shapes[:3]).compile()
+
+    def run_once(key):
+        k1, k2 = jax.random.split(key)
+        tick = time.perf_counter()
+        state, step_size, inverse_mass, burn_grads = jax.block_until_ready(
+            burn_c(k1, target.initial_position))
+        positions, rate, keep_grads = jax.block_until_ready(
+            keep_c(k2, state, step_size, inverse_mass))
+        wall = time.perf_counter() - tick
+        return np.asarray(positions), float(rate), int(burn_grads) + int(keep_grads), wall
+
+    return run_once
+
+
+def measure(target: Target, name: str, num_burn: int, num_keep: int, repeats: int,
+            seed: int) -> dict:
+    """One sampler on one target: means over ``repeats`` single-chain runs."""
+    tick = time.perf_counter()
+    if name == "nuts":
+        runner = _nuts_runner(target, num_burn, num_keep)
+    else:
+        runner = _kernel_runner(make_sampler(name), target, num_burn, num_keep)
+    compile_s = time.perf_counter() - tick
+    rows = []
+    for r in range(repeats):
+        positions, rate, grads, wall = runner(jax.random.fold_in(jax.random.key(seed), r))
+        ess = diagnostics.ess(positions[None])
+        rows.append({"time_s": wall, "acceptance": rate, "num_grads": grads,
+                     "min_ess": float(ess.min()), "median_ess": float(np.median(ess)),
+                     "max_ess": float(ess.max())})
+    out = {k: float(np.mean([row[k] for row in rows])) for k in rows[0]}
+    out["min_ess_per_s"] = float(np.mean([r["min_ess"] / r["time_s"] for r in rows]))
+    out["min_ess_per_1000_grads"] = float(
+        np.mean([1000.0 * r["min_ess"] / r["num_grads"] for r in rows]))
+    out.update(sampler=name, repeats=repeats, compile_s=compile_s, per_repeat=rows)
+    return out
+
+
+def markdown_table(target_name: str, results: list[dict], num_keep: int) -> str:
+    """One target's table, with the ratio of every sampler's min ESS/s to NUTS's."""
+    nuts = next((r for r in results if r["sampler"] == "nuts"), None)
+    lines = [
+        f"### {target_name}",
+        "",
+        "| sampler | time (s) | acc. | ESS min | ESS median | ESS max | min ESS/s "
+        "| min ESS / 1000 grads | min ESS/s vs NUTS |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        ratio = f"{r['min_ess_per_s'] / nuts['min_ess_per_s']:.2f}x" if nuts and \
+            nuts["min_ess_per_s"] > 0 else "-"
+        lines.append(
+            f"| {r['sampler']} | {r['time_s']:.2f} | {r['acceptance']:.2f} | {r['min_ess']:.0f} "
+            f"| {r['median_ess']:.0f} | {r['max_ess']:.0f} | {r['min_ess_per_s']:.1f} "
+            f"| {r['min_ess_per_1000_grads']:.2f} | {ratio} |")
+    for lit in LITERATURE.get(target_name, []):
+        scaled = lit["min_ess"] / 5000 * num_keep
+        lines.append(
+            f"| {lit['sampler']} | {lit['time_s']:.1f} | - | {lit['min_ess']:.0f} (5000 kept; "
+            f"{scaled:.0f} per {num_keep}) | - | - | {lit['min_ess'] / lit['time_s']:.1f} "
+            "| - | (other machine) |")
+    return "\n".join(lines) + "\n"
+
+
+def comparison_table(results: dict[str, list[dict]], sampler: str = "gadmala") -> str:
+    """``sampler`` against NUTS on every target: min ESS per second and per 1000 gradient
+    evaluations, with the ratios."""
+    lines = [
+        f"| target | {sampler} min ESS/s | NUTS min ESS/s | ratio | {sampler} min ESS/1000 "
+        "grads | NUTS min ESS/1000 grads | ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for target_name, rows in results.items():
+        by_name = {r["sampler"]: r for r in rows}
+        if sampler not in by_name or "nuts" not in by_name:
+            continue
+        mine, nuts = by_name[sampler], by_name["nuts"]
+        per_s = mine["min_ess_per_s"] / max(nuts["min_ess_per_s"], 1e-300)
+        per_g = mine["min_ess_per_1000_grads"] / max(nuts["min_ess_per_1000_grads"], 1e-300)
+        lines.append(
+            f"| {target_name} | {mine['min_ess_per_s']:.1f} | {nuts['min_ess_per_s']:.1f} "
+            f"| {per_s:.2f}x | {mine['min_ess_per_1000_grads']:.2f} "
+            f"| {nuts['min_ess_per_1000_grads']:.2f} | {per_g:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
+def run_protocol(out, targets=TARGETS, samplers=SAMPLERS, num_burn: int = 20_000,
+                 num_keep: int = 20_000, repeats: int = 10, seed: int = 0,
+                 force: bool = False, log: Callable[[str], None] = print) -> dict:
+    """Run ``samplers`` on ``targets`` and write ``results.json`` and ``results.md``."""
+    jax.config.update("jax_enable_x64", True)
+    out = io.prepare_output_dir(out, force=force)
+    io.create_output_dir(out, force=force)
+    config = {"targets": list(targets), "samplers": list(samplers), "num_burn": num_burn,
+              "num_keep": num_keep, "repeats": repeats, "seed": seed,
+              "device": str(jax.devices()[0])}
+    results: dict[str, list[dict]] = {}
+    sections = [
+        "# Gradient-based adaptive MCMC (Titsias & Dellaportas 2019)",
+        "",
+        f"burn-in {num_burn}, kept {num_keep}, {repeats} repeat(s), one chain each; "
+        "time = burn-in + kept (compile excluded); ESS = ArviZ bulk ESS of the kept draws; "
+        "gradients include burn-in.",
+        "",
+    ]
+    for t_index, target_name in enumerate(targets):
+        target = get_target(target_name)
+        results[target_name] = []
+        for name in samplers:
+            tick = time.perf_counter()
+            row = measure(target, name, num_burn, num_keep, repeats,
+                          seed=seed + 1000 * t_index)
+            results[target_name].append(row)
+            log(f"[{target_name}] {name:14s} acc {row['acceptance']:.2f} min ESS "
+                f"{row['min_ess']:8.1f} min ESS/s {row['min_ess_per_s']:9.1f} "
+                f"({time.perf_counter() - tick:.1f} s with compile)")
+            io.atomic_write_json(out / "results.json", {"config": config, "results": results})
+        sections.append(markdown_table(target_name, results[target_name], num_keep))
+        (out / "results.md").write_text("\n".join(sections))
+    summary = ["### gadMALA against NUTS", "", comparison_table(results)]
+    (out / "results.md").write_text("\n".join(sections + summary))
+    return results
+
+
+def run_gradient_adaptive(out, quick: bool = False, force: bool = False, seed: int = 0) -> int:
+    """``adaptmc reproduce gradient-adaptive``: the full protocol, or with ``quick`` three
+    targets, six samplers, 2000 + 2000 iterations and one repeat (about 2-3 minutes)."""
+    if quick:
+        run_protocol(out, QUICK_TARGETS, QUICK_SAMPLERS, num_burn=2000, num_keep=2000,
+                     repeats=1, seed=seed, force=force)
+    else:
+        run_protocol(out, seed=seed, force=force)
+    print(f"wrote {Path(out) / 'results.md'} and results.json")
+    return 0
+
+
+def render(path) -> str:
+    """Re-render the markdown tables (and the gadMALA-NUTS summary) from a results.json."""
+    saved = json.loads(Path(path).read_text())
+    num_keep = saved["config"]["num_keep"]
+    tables = [markdown_table(name, rows, num_keep) for name, rows in saved["results"].items()]
+    return "\n".join([*tables, comparison_table(saved["results"])])

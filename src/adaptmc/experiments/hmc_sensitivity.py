@@ -1,0 +1,255 @@
+"""HMC's sensitivity to (eps, L) on correlated 2-d Gaussians (Wang 2012, Sec. 2.3,
+Figs. 2.1-2.4), and what each tuner picks there.
+
+HMC with ``(eps, L) = (0.16, 40), (0.16, 50), (0.15, 50)`` on the Gaussians with covariance
+``[[1, .99], [.99, 1]]`` and ``[[2, .99], [.99, 2]]``, 1000 iterations each from ``(1, -1)``:
+small changes of ``(eps, L)`` turn a trajectory that crosses the long axis into one that
+returns near its start (Neal 2011, Sec. 4.2: periodicity), which shows in the traces and
+autocorrelations. Then every tuner (gp-ucb, parametric, hedge, sir, random, dual-averaging)
+tunes HMC on both targets with the ESJD-per-gradient reward over the box
+``eps in [0.01, 0.3], L in [1, 100]``; the table reports the setting each would freeze on.
+
+Writes into ``out``: ``trajectories.png``, ``traces.png``, ``autocorrelations.png``,
+``summary.json``, ``summary.md`` and ``runs/<target>-<tuner>/`` (each tuner's run folder with
+its tuning plots).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+SETTINGS = ((0.16, 40), (0.16, 50), (0.15, 50))
+VARIANCES = (1.0, 2.0)
+TUNER_NAMES = ("gp-ucb", "parametric", "hedge", "sir", "random", "dual-averaging")
+MAX_LAG = 60
+# one trajectory for Fig. 2.1: a point one sd out along the long axis, momentum across it
+PATH_START, PATH_MOMENTUM = np.array([-1.0, -1.0]), np.array([1.0, 0.8])
+
+
+def run_hmc_sensitivity(out: str | Path, quick: bool = False, force: bool = False,
+                        seed: int = 0) -> int:
+    """``adaptmc reproduce hmc-sensitivity``; ``quick``: 200 iterations and short tuner runs
+    over a narrow box (a minute, for CI)."""
+    import shutil
+
+    import jax
+
+    from adaptmc.io import prepare_output_dir
+
+    out = prepare_output_dir(out, force=force)
+    if force and out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_enable_x64", True)
+    started = time.perf_counter()
+    num_iterations = 200 if quick else 1000
+    fixed = {}
+    for variance in VARIANCES:
+        for eps, steps in SETTINGS:
+            print(f"HMC eps={eps} L={steps} on gauss-2d-v{variance:g}: {num_iterations} "
+                  "iterations", flush=True)
+            fixed[(variance, eps, steps)] = fixed_setting_run(variance, eps, steps,
+                                                              num_iterations, seed)
+    tuned = []
+    for variance in VARIANCES:
+        for name in TUNER_NAMES:
+            print(f"tuner {name} on gauss-2d-v{variance:g}", flush=True)
+            run_dir = out / "runs" / f"gauss-2d-v{variance:g}-{name}"
+            tuned.append(tuner_run(variance, name, quick, seed, run_dir))
+    _figures(out, fixed)
+    summary = {
+        "quick": quick,
+        "seed": seed,
+        "num_iterations": num_iterations,
+        "settings": [
+            {"target": f"gauss-2d-v{v:g}", "step_size": e, "num_leapfrog": s,
+             **{k: r[k] for k in ("acceptance_rate", "esjd", "min_ess", "autocorrelation_score",
+                                  "trajectory_end_distance")}}
+            for (v, e, s), r in fixed.items()
+        ],
+        "tuners": tuned,
+        "wall_s": time.perf_counter() - started,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    (out / "summary.md").write_text(format_summary(summary))
+    print(format_summary(summary))
+    print(f"written to {out}")
+    return 0
+
+
+def leapfrog_path(cov: np.ndarray, start: np.ndarray, momentum: np.ndarray, eps: float,
+                  steps: int) -> np.ndarray:
+    """Positions ``(steps + 1, 2)`` of one leapfrog trajectory for ``N(0, cov)`` with unit
+    mass (Neal 2011, Eqs. 2.28-2.30), for Fig. 2.1."""
+    precision = np.linalg.inv(cov)
+    x, p = np.array(start, float), np.array(momentum, float)
+    path = [x.copy()]
+    p = p - 0.5 * eps * precision @ x
+    for t in range(steps):
+        x = x + eps * p
+        if t < steps - 1:
+            p = p - eps * precision @ x
+        path.append(x.copy())
+    return np.array(path)
+
+
+def fixed_setting_run(variance: float, eps: float, steps: int, num_iterations: int,
+                      seed: int) -> dict:
+    """One chain of ``num_iterations`` HMC steps with fixed ``(eps, L)`` from ``(1, -1)``."""
+    from adaptmc import diagnostics, kernels, objectives, targets
+    from adaptmc.run import run
+
+    target = targets.correlated_2d(variance)
+    result = run(target, kernels.hmc, kernels.HMCParams(eps, steps), num_super_transitions=1,
+                 gradient_budget=steps * num_iterations, num_chains=1, seed=seed,
+                 initial_positions=np.array([[1.0, -1.0]]), progress=False)
+    draws = np.asarray(result.idata.posterior["x"].values)  # (1, draws, 2)
+    stats = {"is_divergent": np.asarray(result.idata.sample_stats["diverging"].values)}
+    path = leapfrog_path(np.asarray(target.info["cov"]), PATH_START, PATH_MOMENTUM, eps, steps)
+    return {
+        "draws": draws[0],
+        "path": path,
+        "acceptance_rate": float(result.idata.sample_stats["acceptance_rate"].mean()),
+        "esjd": diagnostics.esjd(draws),
+        "min_ess": float(diagnostics.ess(draws).min()),
+        "autocorrelation_score": objectives.autocorrelation_score(draws, stats, 0, MAX_LAG),
+        "acf": np.array([diagnostics.autocorrelation(draws[..., i], MAX_LAG) for i in range(2)]),
+        "trajectory_end_distance": float(np.linalg.norm(path[-1] - path[0])),
+    }
+
+
+def tuner_run(variance: float, name: str, quick: bool, seed: int, run_dir: Path) -> dict:
+    """Tune HMC on ``gauss-2d-v{variance}`` with tuner ``name``, writing the run folder (draws,
+    checkpoint, tuning plots) to ``run_dir``; returns the setting the tuner would freeze on,
+    ``best`` of its final state as checkpointed."""
+    from adaptmc import io, kernels, objectives, targets, tuners
+    from adaptmc.plots import write_tuning_plots
+    from adaptmc.run import run
+
+    if quick:
+        box = tuners.hmc_box(step_size=(0.01, 0.3), num_leapfrog=(5, 8))
+        num_st, budget, chains = 6, 40, 2
+    else:
+        box = tuners.hmc_box(step_size=(0.01, 0.3), num_leapfrog=(1, 100))
+        num_st, budget, chains = 60, 1000, 4
+    make = {
+        "gp-ucb": tuners.gp_ucb, "parametric": tuners.parametric, "hedge": tuners.hedge,
+        "sir": tuners.sir, "random": tuners.random_search,
+        "dual-averaging": lambda box: tuners.dual_averaging_tuner(
+            0.1, num_leapfrog=int(box.lower[1] + box.upper[1]) // 2),
+    }[name]
+    tuner = make(box)
+    tick = time.perf_counter()
+    result = run(targets.correlated_2d(variance), kernels.hmc, kernels.HMCParams(0.1, 6),
+                 num_super_transitions=num_st, gradient_budget=budget, num_chains=chains,
+                 tuner=tuner, objective=objectives.esjd_per_grad, seed=seed, progress=False,
+                 output_dir=run_dir, checkpoint_every=num_st)
+    wall = time.perf_counter() - tick
+    state = io.arrays_to_tree("tuner", io.load_npz(run_dir / io.CHECKPOINT),
+                              tuner.init(_key(seed)))
+    write_tuning_plots(result.idata, run_dir, box=box if name != "dual-averaging" else None)
+    tuning = result.idata.tuning
+    rewards = np.asarray(tuning["reward"].values, float)
+    return {
+        "target": f"gauss-2d-v{variance:g}",
+        "tuner": name,
+        "best": tuner.best(state),
+        "mean_reward": float(np.nanmean(rewards)) if np.isfinite(rewards).any() else None,
+        "failed": int(np.sum(~np.isfinite(rewards))),
+        "super_transitions": num_st,
+        "tuner_s": float(np.sum(tuning["tuner_s"].values)),
+        "wall_s": wall,
+    }
+
+
+def _key(seed: int):
+    import jax
+
+    return jax.random.key(seed)
+
+
+def _figures(out: Path, fixed: dict) -> None:
+    from matplotlib.figure import Figure
+
+    grid = np.linspace(-3.5, 3.5, 120)
+    xx, yy = np.meshgrid(grid, grid)
+    fig = Figure(figsize=(11, 7), layout="constrained")
+    axes = fig.subplots(len(VARIANCES), len(SETTINGS), squeeze=False)
+    for row, variance in enumerate(VARIANCES):
+        cov = np.array([[variance, 0.99], [0.99, variance]])
+        prec = np.linalg.inv(cov)
+        density = np.exp(-0.5 * (prec[0, 0] * xx**2 + 2 * prec[0, 1] * xx * yy
+                                 + prec[1, 1] * yy**2))
+        for col, (eps, steps) in enumerate(SETTINGS):
+            ax = axes[row, col]
+            ax.contour(xx, yy, density, levels=5, colors="0.6", linewidths=0.7)
+            path = fixed[(variance, eps, steps)]["path"]
+            ax.plot(path[:, 0], path[:, 1], ".-", ms=3, color="C3")
+            ax.plot(*path[0], "ko", ms=5)
+            ax.set_title(f"v={variance:g}: eps={eps}, L={steps}", fontsize=9)
+            ax.set_aspect("equal")
+    fig.suptitle(f"one leapfrog trajectory from {tuple(PATH_START.tolist())}, momentum "
+                 f"{tuple(PATH_MOMENTUM.tolist())} (Wang 2012, Fig. 2.1)")
+    fig.savefig(out / "trajectories.png", dpi=110)
+
+    fig = Figure(figsize=(11, 7), layout="constrained")
+    axes = fig.subplots(len(VARIANCES) * len(SETTINGS), 1, sharex=True)
+    for ax, ((variance, eps, steps), res) in zip(axes, fixed.items(), strict=True):
+        ax.plot(res["draws"][:, 0], lw=0.6)
+        ax.set_ylabel(f"v={variance:g}\n{eps},{steps}", fontsize=8)
+    axes[-1].set_xlabel("iteration")
+    axes[0].set_title("traces of x[0] (Wang 2012, Figs. 2.2-2.3)")
+    fig.savefig(out / "traces.png", dpi=110)
+
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    axes = fig.subplots(1, len(VARIANCES), sharey=True)
+    for ax, variance in zip(axes, VARIANCES, strict=True):
+        for eps, steps in SETTINGS:
+            acf = fixed[(variance, eps, steps)]["acf"][0]
+            ax.plot(np.arange(len(acf)), acf, label=f"eps={eps}, L={steps}")
+        ax.axhline(0, color="0.5", lw=0.5)
+        ax.set_title(f"autocorrelation of x[0], v={variance:g} (Wang 2012, Fig. 2.4)",
+                     fontsize=9)
+        ax.set_xlabel("lag")
+        ax.legend(fontsize=7)
+    fig.savefig(out / "autocorrelations.png", dpi=110)
+
+
+def format_summary(summary: dict) -> str:
+    """The markdown report: one table of fixed settings, one of tuners' picks."""
+    lines = [
+        "# HMC sensitivity to (eps, L) (Wang 2012, Sec. 2.3)",
+        "",
+        f"{summary['num_iterations']} iterations per setting, one chain from (1, -1), seed "
+        f"{summary['seed']}{' (quick)' if summary['quick'] else ''}.",
+        "",
+        "| target | eps | L | acceptance | ESJD | min bulk-ESS | autocorr. score | "
+        "|x_L - x_0| |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in summary["settings"]:
+        lines.append(
+            f"| {r['target']} | {r['step_size']} | {r['num_leapfrog']} | "
+            f"{r['acceptance_rate']:.3f} | {r['esjd']:.3f} | {r['min_ess']:.1f} | "
+            f"{r['autocorrelation_score']:.3f} | {r['trajectory_end_distance']:.3f} |"
+        )
+    lines += [
+        "",
+        "## What each tuner picks (reward: ESJD per gradient)",
+        "",
+        "| target | tuner | step_size | num_leapfrog | mean reward | failed | tuner s | wall s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in summary["tuners"]:
+        best = r["best"]
+        reward = "n/a" if r["mean_reward"] is None else f"{r['mean_reward']:.4g}"
+        lines.append(
+            f"| {r['target']} | {r['tuner']} | {best.get('step_size', float('nan')):.4g} | "
+            f"{best.get('num_leapfrog', '-')} | {reward} | {r['failed']}/"
+            f"{r['super_transitions']} | {r['tuner_s']:.2f} | {r['wall_s']:.1f} |"
+        )
+    return "\n".join(lines) + "\n"

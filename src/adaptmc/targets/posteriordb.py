@@ -1,0 +1,512 @@
+"""The eight posteriordb posteriors in ../shared/posteriordb as JAX log densities.
+
+Each Stan program is translated line by line. Parameters are sampled on Stan's
+unconstrained space with Stan's transforms and log-Jacobians (Stan Reference Manual,
+"Constraint transforms"):
+
+- ``real<lower=0> x``: ``x = exp(u)``, ``log|J| = u``;
+- ``real<lower=a, upper=b> x``: ``x = a + (b - a) inv_logit(u)``,
+  ``log|J| = log(b - a) + log inv_logit(u) + log(1 - inv_logit(u))`` (the bounds may depend
+  on earlier parameters, as garch11's ``beta1 < 1 - alpha1``);
+- ``ordered[K] x``: ``x_1 = u_1``, ``x_k = x_{k-1} + exp(u_k)``, ``log|J| = sum_{k>1} u_k``.
+
+Sampling statements (``y ~ normal(...)``) are written as full ``*_lpdf`` terms: the constants
+Stan drops change the log density by a constant only. The pytree leaves are the unconstrained
+parameters (``log_tau``, ``theta_trans``...); ``constrain`` maps them to the quantities of the
+reference draws under the reference's names (``theta`` for ``theta[1]``...), and
+`constrained_draws` does so for a whole ``(chains, draws, dim)`` array, which is what the
+benchmark compares with the reference.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+from jax.scipy import stats
+from jax.scipy.special import gammaln
+
+from adaptmc.datasets.posteriordb import POSTERIORS, Posterior, load_posterior
+from adaptmc.targets.base import Target, make_target
+
+Array = jax.Array
+
+
+class PosteriordbModel(NamedTuple):
+    """A translated Stan program.
+
+    logdensity
+        Unconstrained pytree -> scalar, Jacobians included.
+    initial_params
+        Unconstrained pytree at which to start (zeros, Stan's default interval centre).
+    constrain
+        Unconstrained pytree -> dict of constrained arrays named as in the reference draws
+        (``{"theta": (8,), "mu": (), "tau": ()}``).
+    unconstrain
+        The inverse of ``constrain``: dict of constrained NumPy arrays -> unconstrained
+        pytree.
+    """
+
+    logdensity: Callable[[Any], Array]
+    initial_params: Any
+    constrain: Callable[[Any], dict]
+    unconstrain: Callable[[dict], Any]
+
+
+def _positive(u):
+    """``real<lower=0>``: value and log-Jacobian."""
+    return jnp.exp(u), u
+
+
+def _bounded(u, lower, upper):
+    """``real<lower=lower, upper=upper>``: value and log-Jacobian."""
+    value = lower + (upper - lower) * jax.nn.sigmoid(u)
+    log_jac = jnp.log(upper - lower) + jax.nn.log_sigmoid(u) + jax.nn.log_sigmoid(-u)
+    return value, log_jac
+
+
+def _logit(p):
+    return np.log(p) - np.log1p(-p)
+
+
+def _ordered(u):
+    """``ordered[K]``: value and log-Jacobian."""
+    value = jnp.cumsum(jnp.concatenate([u[:1], jnp.exp(u[1:])]))
+    return value, jnp.sum(u[1:])
+
+
+# --- eight_schools_noncentered ------------------------------------------------------------
+
+
+def eight_schools_noncentered(data: dict) -> PosteriordbModel:
+    """``theta = theta_trans * tau + mu``; ``theta_trans ~ N(0, 1)``, ``y ~ N(theta, sigma)``,
+    ``mu ~ N(0, 5)``, ``tau ~ Cauchy(0, 5)``, ``tau > 0``."""
+    y, sigma = jnp.asarray(data["y"], float), jnp.asarray(data["sigma"], float)
+    num_schools = int(data["J"])
+
+    def constrain(p):
+        tau = jnp.exp(p["log_tau"])
+        return {"theta": p["theta_trans"] * tau + p["mu"], "mu": p["mu"], "tau": tau}
+
+    def logdensity(p):
+        tau, log_jac = _positive(p["log_tau"])
+        theta = p["theta_trans"] * tau + p["mu"]
+        return (
+            jnp.sum(stats.norm.logpdf(p["theta_trans"], 0.0, 1.0))
+            + jnp.sum(stats.norm.logpdf(y, theta, sigma))
+            + stats.norm.logpdf(p["mu"], 0.0, 5.0)
+            + stats.cauchy.logpdf(tau, 0.0, 5.0)
+            + log_jac
+        )
+
+    def unconstrain(c):
+        return {
+            "theta_trans": (np.asarray(c["theta"]) - c["mu"]) / c["tau"],
+            "mu": np.asarray(c["mu"], float),
+            "log_tau": np.log(c["tau"]),
+        }
+
+    init = {"theta_trans": jnp.zeros(num_schools), "mu": jnp.zeros(()), "log_tau": jnp.zeros(())}
+    return PosteriordbModel(logdensity, init, constrain, unconstrain)
+
+
+# --- arK -----------------------------------------------------------------------------------
+
+
+def ar_k(data: dict) -> PosteriordbModel:
+    """AR(K): ``y[t] ~ N(alpha + sum_k beta[k] y[t-k], sigma)`` for ``t > K``;
+    ``alpha, beta ~ N(0, 10)``, ``sigma ~ Cauchy(0, 2.5)``, ``sigma > 0``."""
+    order, y = int(data["K"]), np.asarray(data["y"], float)
+    length = y.shape[0]
+    # lags[t - K, k - 1] = y[t - k] (0-based t from K to T-1)
+    lags = jnp.asarray(np.stack([y[order - k : length - k] for k in range(1, order + 1)], axis=1))
+    response = jnp.asarray(y[order:])
+
+    def logdensity(p):
+        sigma, log_jac = _positive(p["log_sigma"])
+        mu = p["alpha"] + lags @ p["beta"]
+        return (
+            stats.norm.logpdf(p["alpha"], 0.0, 10.0)
+            + jnp.sum(stats.norm.logpdf(p["beta"], 0.0, 10.0))
+            + stats.cauchy.logpdf(sigma, 0.0, 2.5)
+            + jnp.sum(stats.norm.logpdf(response, mu, sigma))
+            + log_jac
+        )
+
+    def constrain(p):
+        return {"alpha": p["alpha"], "beta": p["beta"], "sigma": jnp.exp(p["log_sigma"])}
+
+    def unconstrain(c):
+        return {
+            "alpha": np.asarray(c["alpha"], float),
+            "beta": np.asarray(c["beta"], float),
+            "log_sigma": np.log(c["sigma"]),
+        }
+
+    init = {"alpha": jnp.zeros(()), "beta": jnp.zeros(order), "log_sigma": jnp.zeros(())}
+    return PosteriordbModel(logdensity, init, constrain, unconstrain)
+
+
+# --- diamonds (brms) -------------------------------------------------------------------------
+
+
+def diamonds(data: dict) -> PosteriordbModel:
+    """brms linear regression on centred predictors: ``b ~ N(0, 1)``,
+    ``Intercept ~ student_t(3, 8, 10)``, ``sigma ~ student_t(3, 0, 10)`` truncated at 0
+    (a constant), ``Y ~ normal_id_glm(Xc, Intercept, b, sigma)``."""
+    x = np.asarray(data["X"], float)
+    xc = jnp.asarray(x[:, 1:] - x[:, 1:].mean(axis=0))
+    response = jnp.asarray(data["Y"], float)
+    num_b = x.shape[1] - 1
+    prior_only = bool(data["prior_only"])
+    # student_t_lccdf(0 | 3, 0, 10) = log(1/2)
+    truncation = -np.log(0.5)
+
+    def logdensity(p):
+        sigma, log_jac = _positive(p["log_sigma"])
+        lp = (
+            jnp.sum(stats.norm.logpdf(p["b"], 0.0, 1.0))
+            + stats.t.logpdf(p["Intercept"], 3.0, 8.0, 10.0)
+            + stats.t.logpdf(sigma, 3.0, 0.0, 10.0)
+            + truncation
+            + log_jac
+        )
+        if not prior_only:
+            lp = lp + jnp.sum(stats.norm.logpdf(response, p["Intercept"] + xc @ p["b"], sigma))
+        return lp
+
+    def constrain(p):
+        return {"b": p["b"], "Intercept": p["Intercept"], "sigma": jnp.exp(p["log_sigma"])}
+
+    def unconstrain(c):
+        return {
+            "b": np.asarray(c["b"], float),
+            "Intercept": np.asarray(c["Intercept"], float),
+            "log_sigma": np.log(c["sigma"]),
+        }
+
+    init = {"b": jnp.zeros(num_b), "Intercept": jnp.zeros(()), "log_sigma": jnp.zeros(())}
+    return PosteriordbModel(logdensity, init, constrain, unconstrain)
+
+
+# --- gp_pois_regr ----------------------------------------------------------------------------
+
+
+def _gp_cholesky(x, alpha, rho):
+    """Cholesky factor of ``gp_exp_quad_cov(x, alpha, rho) + 1e-10 I``."""
+    sq_dist = (x[:, None] - x[None, :]) ** 2
+    cov = alpha**2 * jnp.exp(-0.5 * sq_dist / rho**2) + 1e-10 * jnp.eye(x.shape[0])
+    return jnp.linalg.cholesky(cov)
+
+
+def gp_pois_regr(data: dict) -> PosteriordbModel:
+    """Latent GP Poisson regression, non-centred: ``f = L(alpha, rho) f_tilde``,
+    ``rho ~ Gamma(25, 4)`` (shape, rate), ``alpha ~ N(0, 2)``, ``f_tilde ~ N(0, 1)``,
+    ``k ~ poisson_log(f)``; ``rho, alpha > 0``."""
+    x = jnp.asarray(data["x"], float)
+    counts = jnp.asarray(data["k"], float)
+    num_points = int(data["N"])
+
+    def latent(p):
+        rho, alpha = jnp.exp(p["log_rho"]), jnp.exp(p["log_alpha"])
+        return _gp_cholesky(x, alpha, rho) @ p["f_tilde"]
+
+    def logdensity(p):
+        rho, jac_rho = _positive(p["log_rho"])
+        alpha, jac_alpha = _positive(p["log_alpha"])
+        f = _gp_cholesky(x, alpha, rho) @ p["f_tilde"]
+        return (
+            stats.gamma.logpdf(rho, 25.0, scale=1.0 / 4.0)
+            + stats.norm.logpdf(alpha, 0.0, 2.0)
+            + jnp.sum(stats.norm.logpdf(p["f_tilde"], 0.0, 1.0))
+            + jnp.sum(counts * f - jnp.exp(f) - gammaln(counts + 1.0))
+            + jac_rho
+            + jac_alpha
+        )
+
+    def constrain(p):
+        return {"rho": jnp.exp(p["log_rho"]), "alpha": jnp.exp(p["log_alpha"]), "f": latent(p)}
+
+    def unconstrain(c):
+        chol = np.asarray(_gp_cholesky(x, float(c["alpha"]), float(c["rho"])))
+        return {
+            "log_rho": np.log(c["rho"]),
+            "log_alpha": np.log(c["alpha"]),
+            "f_tilde": np.linalg.solve(chol, np.asarray(c["f"], float)),
+        }
+
+    init = {"log_rho": jnp.zeros(()), "log_alpha": jnp.zeros(()), "f_tilde": jnp.zeros(num_points)}
+    return PosteriordbModel(logdensity, init, constrain, unconstrain)
+
+
+# --- low_dim_gauss_mix -----------------------------------------------------------------------
+
+
+def low_dim_gauss_mix(data: dict) -> PosteriordbModel:
+    """Two-component normal mixture with ``ordered[2] mu``: ``sigma ~ N(0, 2)``,
+    ``mu ~ N(0, 2)``, ``theta ~ Beta(5, 5)``, and per point
+    ``log_mix(theta, N(y | mu1, sigma1), N(y | mu2, sigma2))``."""
+    y = jnp.asarray(data["y"], float)
+
+    def logdensity(p):
+        mu, jac_mu = _ordered(p["mu_raw"])
+        sigma, jac_sigma = _positive(p["log_sigma"])
+        theta, jac_theta = _bounded(p["logit_theta"], 0.0, 1.0)
+        first = jnp.log(theta) + stats.norm.logpdf(y, mu[0], sigma[0])
+        second = jnp.log1p(-theta) + stats.norm.logpdf(y, mu[1], sigma[1])
+        return (
+            jnp.sum(stats.norm.logpdf(sigma, 0.0, 2.0))
+            + jnp.sum(stats.norm.logpdf(mu, 0.0, 2.0))
+            + stats.beta.logpdf(theta, 5.0, 5.0)
+            + jnp.sum(jnp.logaddexp(first, second))
+            + jac_mu
+            + jnp.sum(jac_sigma)
+            + jac_theta
+        )
+
+    def constrain(p):
+        return {
+            "mu": _ordered(p["mu_raw"])[0],
+            "sigma": jnp.exp(p["log_sigma"]),
+            "theta": jax.nn.sigmoid(p["logit_theta"]),
+        }
+
+    def unconstrain(c):
+        mu = np.asarray(c["mu"], float)
+        return {
+            "mu_raw": np.array([mu[0], np.log(mu[1] - mu[0])]),
+            "log_sigma": np.log(np.asarray(c["sigma"], float)),
+            "logit_theta": _logit(c["theta"]),
+        }
+
+    init = {
+        "mu_raw": jnp.zeros(2),
+        "log_sigma": jnp.zeros(2),
+        "logit_theta": jnp.zeros(()),
+    }
+    return PosteriordbModel(logdensity, init, constrain, unconstrain)
+
+
+# --- garch11 -------------------------------------------------------------------------------
+
+
+def garch11(data: dict) -> PosteriordbModel:
+    """GARCH(1,1): ``sigma[t]^2 = alpha0 + alpha1 (y[t-1] - mu)^2 + beta1 sigma[t-1]^2`` from
+    ``sigma[1] = sigma1``; ``y ~ N(mu, sigma)``; flat priors on ``mu``, ``alpha0 > 0``,
+    ``0 < alpha1 < 1``, ``0 < beta1 < 1 - alpha1``."""
+    y = jnp.asarray(data["y"], float)
+    sigma1 = float(data["sigma1"])
+
+    def parts(p):
+        alpha0, jac0 = _positive(p["log_alpha0"])
+        alpha1, jac1 = _bounded(p["logit_alpha1"], 0.0, 1.0)
+        beta1, jac_b = _bounded(p["logit_beta1"], 0.0, 1.0 - alpha1)
+        return alpha0, alpha1, beta1, jac0 + jac1 + jac_b
+
+    def logdensity(p):
+        mu = p["mu"]
+        alpha0, alpha1, beta1, log_jac = parts(p)
+
+        def next_sigma(sigma_prev, y_prev):
+            sigma = jnp.sqrt(alpha0 + alpha1 * (y_prev - mu) ** 2 + beta1 * sigma_prev**2)
+            return sigma, sigma
+
+        _, rest = jax.lax.scan(next_sigma, jnp.asarray(sigma1, y.dtype), y[:-1])
+        sigma = jnp.concatenate([jnp.full((1,), sigma1, y.dtype), rest])
+        return jnp.sum(stats.norm.logpdf(y, mu, sigma)) + log_jac
+
+    def constrain(p):
+        alpha0, alpha1, beta1, _ = parts(p)
+        return {"mu": p["mu"], "alpha0": alpha0, "alpha1": alpha1, "beta1": beta1}
+
+    def unconstrain(c):
+        alpha1 = float(c["alpha1"])
+        return {
+            "mu": np.asarray(c["mu"], float),
+            "log_alpha0": np.log(c["alpha0"]),
+            "logit_alpha1": _logit(alpha1),
+            "logit_beta1": _logit(c["beta1"] / (1.0 - alpha1)),
+        }
+
+    init = {
+        "mu": jnp.zeros(()),
+        "log_alpha0": jnp.zeros(()),
+        "logit_alpha1": jnp.zeros(()),
+        "logit_beta1": jnp.zeros(()),
+    }
+    return PosteriordbModel(logdensity, init, constrain, unconstrain)
+
+
+# --- linear regressions: kidiq kidscore_momiq, nes1972 nes -------------------------------
+
+
+def _linear_regression(design: np.ndarray, response: np.ndarray, sigma_prior_scale):
+    """``response ~ N(design @ beta, sigma)`` with a flat prior on ``beta`` and
+    ``sigma ~ Cauchy(0, sigma_prior_scale)`` (flat when None), ``sigma > 0``."""
+    xj, yj = jnp.asarray(design), jnp.asarray(response)
+
+    def logdensity(p):
+        sigma, log_jac = _positive(p["log_sigma"])
+        lp = jnp.sum(stats.norm.logpdf(yj, xj @ p["beta"], sigma)) + log_jac
+        if sigma_prior_scale is not None:
+            lp = lp + stats.cauchy.logpdf(sigma, 0.0, sigma_prior_scale)
+        return lp
+
+    def constrain(p):
+        return {"beta": p["beta"], "sigma": jnp.exp(p["log_sigma"])}
+
+    def unconstrain(c):
+        return {"beta": np.asarray(c["beta"], float), "log_sigma": np.log(c["sigma"])}
+
+    init = {"beta": jnp.zeros(design.shape[1]), "log_sigma": jnp.zeros(())}
+    return PosteriordbModel(logdensity, init, constrain, unconstrain)
+
+
+def kidscore_momiq(data: dict) -> PosteriordbModel:
+    """``kid_score ~ N(beta1 + beta2 mom_iq, sigma)``, ``sigma ~ Cauchy(0, 2.5)``, flat
+    ``beta``."""
+    mom_iq = np.asarray(data["mom_iq"], float)
+    design = np.stack([np.ones_like(mom_iq), mom_iq], axis=1)
+    return _linear_regression(design, np.asarray(data["kid_score"], float), 2.5)
+
+
+def nes(data: dict) -> PosteriordbModel:
+    """``partyid7 ~ N(X beta, sigma)`` with an intercept, ideology, race, three age dummies
+    (``age_discrete`` 2, 3, 4), education, gender and income; flat priors."""
+    age = np.asarray(data["age_discrete"])
+    columns = [
+        np.ones(age.shape[0]),
+        data["real_ideo"],
+        data["race_adj"],
+        age == 2,
+        age == 3,
+        age == 4,
+        data["educ1"],
+        data["gender"],
+        data["income"],
+    ]
+    design = np.stack([np.asarray(c, float) for c in columns], axis=1)
+    return _linear_regression(design, np.asarray(data["partyid7"], float), None)
+
+
+MODELS: dict[str, Callable[[dict], PosteriordbModel]] = {
+    "eight_schools-eight_schools_noncentered": eight_schools_noncentered,
+    "arK-arK": ar_k,
+    "diamonds-diamonds": diamonds,
+    "gp_pois_regr-gp_pois_regr": gp_pois_regr,
+    "low_dim_gauss_mix-low_dim_gauss_mix": low_dim_gauss_mix,
+    "garch-garch11": garch11,
+    "kidiq-kidscore_momiq": kidscore_momiq,
+    "nes1972-nes": nes,
+}
+assert set(MODELS) == set(POSTERIORS)
+
+
+# --- targets -------------------------------------------------------------------------------
+
+
+def posteriordb_model(posterior: Posterior) -> PosteriordbModel:
+    """The translated model of a loaded posterior (by the folder's name)."""
+    if posterior.name not in MODELS:
+        raise ValueError(
+            f"no JAX translation of posteriordb posterior {posterior.name!r}; translated: "
+            f"{', '.join(MODELS)}"
+        )
+    return MODELS[posterior.name](posterior.data)
+
+
+def posteriordb_target(name_or_path: str) -> Target:
+    """A `Target` for a posteriordb posterior given by name or folder path.
+
+    ``info`` carries ``posterior`` (the name), ``reference_mean``, ``reference_sd`` and
+    ``reference_mcse`` (dicts over the reference names, e.g. ``"theta[1]"``),
+    ``reference_names`` (their order) and ``constrain``: flat unconstrained position
+    ``(dim,)`` -> dict of constrained arrays (use `constrained_draws` for many draws).
+    """
+    posterior = load_posterior(name_or_path)
+    model = posteriordb_model(posterior)
+    _, unravel = ravel_pytree(model.initial_params)
+    return make_target(
+        model.logdensity,
+        model.initial_params,
+        name=f"pdb-{posterior.name}",
+        info={
+            "posterior": posterior.name,
+            "path": str(posterior.path),
+            "reference_names": tuple(posterior.reference_draws),
+            "reference_mean": posterior.reference_mean,
+            "reference_sd": posterior.reference_sd,
+            "reference_mcse": posterior.reference_mcse,
+            "constrain": lambda position: model.constrain(unravel(position)),
+        },
+    )
+
+
+def flatten_named(values: dict[str, np.ndarray], batch_ndim: int) -> dict[str, np.ndarray]:
+    """``{"theta": (..., 8)}`` -> ``{"theta[1]": (...), ...}``: Stan's 1-based flat names.
+
+    ``batch_ndim`` leading axes (chains, draws) are kept.
+    """
+    out = {}
+    for name, value in values.items():
+        value = np.asarray(value)
+        event = value.shape[batch_ndim:]
+        if event == ():
+            out[name] = value
+            continue
+        for idx in np.ndindex(*event):
+            label = ",".join(str(i + 1) for i in idx)
+            out[f"{name}[{label}]"] = value[(Ellipsis, *idx)]
+    return out
+
+
+_FLAT_NAME = re.compile(r"^(?P<base>[^\[]+)(\[(?P<idx>[0-9,]+)\])?$")
+
+
+def group_named(flat: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Inverse of `flatten_named` for scalars and vectors: ``{"theta[1]": a, ...}`` ->
+    ``{"theta": array([a, ...])}``."""
+    groups: dict[str, dict[int, Any]] = {}
+    scalars = {}
+    for name, value in flat.items():
+        match = _FLAT_NAME.match(name)
+        if match is None:
+            raise ValueError(f"cannot parse parameter name {name!r}")
+        if match["idx"] is None:
+            scalars[match["base"]] = np.asarray(value, float)
+        else:
+            groups.setdefault(match["base"], {})[int(match["idx"]) - 1] = value
+    for base, entries in groups.items():
+        scalars[base] = np.asarray([entries[i] for i in range(len(entries))], float)
+    return scalars
+
+
+def constrained_draws(target: Target, positions: np.ndarray) -> dict[str, np.ndarray]:
+    """``positions: (chains, draws, dim)`` -> reference name -> ``(chains, draws)`` array of
+    the constrained quantity, through ``target.info["constrain"]``."""
+    constrain = target.info.get("constrain")
+    if constrain is None:
+        raise ValueError(f"target {target.name!r} has no constrain function in its info")
+    values = jax.jit(jax.vmap(jax.vmap(constrain)))(jnp.asarray(positions))
+    flat = flatten_named(jax.tree.map(np.asarray, values), batch_ndim=2)
+    order = target.info.get("reference_names", tuple(flat))
+    return {name: flat[name] for name in order}
+
+
+def reference_position(posterior: Posterior, model: PosteriordbModel, chain: int, draw: int):
+    """The flat unconstrained position ``(dim,)`` of one reference draw."""
+    flat = {name: draws[chain, draw] for name, draws in posterior.reference_draws.items()}
+    params = model.unconstrain(group_named(flat))
+    params = jax.tree.map(lambda ref, v: jnp.asarray(v, float).reshape(jnp.shape(ref)),
+                          model.initial_params, params)
+    return ravel_pytree(params)[0]
+
+
+def posteriordb_targets() -> dict[str, Callable[[], Target]]:
+    """Builders for `BUILTIN_TARGETS`: ``"pdb-<posterior>"`` for each of `POSTERIORS`."""
+    return {f"pdb-{name}": (lambda name=name: posteriordb_target(name)) for name in POSTERIORS}

@@ -1,0 +1,148 @@
+"""The benchmark suite: seeds fixed by cell coordinates, identical results serially and on a
+2-worker local Dask cluster, a killed worker's cell retried, and the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from adaptmc import bench
+from adaptmc.cli import main
+from adaptmc.targets import get_target
+
+# a cell small enough for CI: 2 chains, 20 warm-up and 40 sampling draws
+TINY = bench.BenchConfig(num_chains=2, num_warmup=20, num_samples=40)
+TINY_TARGET = "pdb-eight_schools-eight_schools_noncentered"
+
+
+def test_cell_seed_depends_only_on_target_and_seed_index():
+    a = bench.cell_seed("std-normal-10d", 0)
+    assert a == bench.cell_seed("std-normal-10d", 0)
+    assert a != bench.cell_seed("std-normal-10d", 1)
+    assert a != bench.cell_seed("funnel-10d", 0)
+    assert 0 <= a < 2**31
+    cells = bench.make_cells(["t1", "t2"], ["s1", "s2"], 2)
+    assert len(cells) == 8 and cells[0] == bench.Cell("t1", "s1", 0)
+    assert cells[1].key == "t1__s1__s1"
+
+
+def test_evaluate_exact_draws_are_accurate():
+    target = get_target("std-normal-10d")
+    rng = np.random.default_rng(3)
+    draws = rng.standard_normal((4, 2000, 10))
+    output = bench.SamplerOutput(draws, 100, 8000, 1.0, 0.5, 0, {})
+    result = bench.evaluate(target, output)
+    assert result["max_err_sd"] < 0.1
+    # exact draws: errors in MCSE units are |N(0, 1)|-sized, max over 10 below 4.5
+    assert result["max_err_mcse"] < 4.5
+    assert result["min_ess"] > 4000
+    assert result["min_ess_per_1k_grads"] == pytest.approx(1000 * result["min_ess"] / 8100)
+    assert result["max_rhat"] < 1.01
+
+
+def test_evaluate_posteriordb_uses_reference_names():
+    target = get_target(TINY_TARGET)
+    draws = np.zeros((2, 10, target.dim))
+    result = bench.evaluate(target, bench.SamplerOutput(draws, 1, 1, 1.0, 0.0, 0, {}))
+    # all zeros unconstrained: tau = 1, theta = mu = 0; worst error is theta[7] or mu
+    assert result["num_quantities"] == 10 and result["worst"] is not None
+    ref = bench.reference(target)
+    expected = np.max(np.abs(np.r_[np.zeros(9), 1.0] - ref["mean"]) / ref["sd"])
+    assert result["max_err_sd"] == pytest.approx(expected)
+
+
+def _fake(target, sampler, seed, ess_rate, err):
+    return {"cell": {"target": target, "sampler": sampler, "seed_index": seed},
+            "warmup_grads": 1000, "sampling_grads": 4000, "wall_s": 1.0, "compile_s": 2.0,
+            "min_ess": ess_rate * 5, "median_ess": ess_rate * 6,
+            "min_ess_per_1k_grads": ess_rate, "min_ess_per_s": 10.0, "max_rhat": 1.01,
+            "divergences": 1, "max_err_sd": err, "max_err_mcse": None if err is None else 2.0}
+
+
+def test_markdown_table_ratio_and_report(tmp_path):
+    results = [
+        _fake("a", "blackjax-nuts", 0, 4.0, 0.1), _fake("a", "blackjax-nuts", 1, 6.0, 0.2),
+        _fake("a", "adaptmc-hmc-da", 0, 2.5, 0.3), _fake("a", "adaptmc-hmc-da", 1, 2.5, 0.1),
+        _fake("b", "adaptmc-hmc-da", 0, 1.0, None),
+    ]
+    rows = {(r["target"], r["sampler"]): r for r in bench.aggregate(results)}
+    assert rows["a", "adaptmc-hmc-da"]["ratio_to_nuts"] == pytest.approx(0.5)  # 2.5 / median 5
+    assert rows["a", "adaptmc-hmc-da"]["max_err_sd"] == 0.3  # worst over seeds
+    assert rows["b", "adaptmc-hmc-da"]["ratio_to_nuts"] is None
+    text = bench.markdown_table(results)
+    assert "| a | adaptmc-hmc-da | 2 |" in text and "| 0.50 |" in text
+    assert "| b | adaptmc-hmc-da | 1 |" in text and "—" in text
+    md = bench.write_report(results, tmp_path, "adaptmc bench --quick")
+    assert "adaptmc bench --quick" in md.read_text()
+    assert (tmp_path / "ess_per_grad.png").stat().st_size > 1000
+    assert len(json.loads((tmp_path / "results.json").read_text())["cells"]) == 5
+
+
+def test_unknown_sampler_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="unknown samplers"):
+        bench.run_bench(["std-normal-10d"], ["nope"], 1, TINY, tmp_path, log=None)
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0")
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def test_cli_serial_cell_matches_two_worker_cluster(tmp_path, client):
+    out = tmp_path / "serial"
+    code = main(["bench", "--targets", TINY_TARGET, "--samplers", "adaptmc-hmc-da",
+                 "--seeds", "1", "--budget", "40", "--chains", "2", "--workers", "1",
+                 "--out", str(out)])
+    assert code == 0
+    serial = json.loads((out / "results.json").read_text())["cells"][0]
+    assert "| pdb-eight_schools" in (out / "results.md").read_text()
+    config = bench.BenchConfig(num_chains=2, num_warmup=20, num_samples=40)
+    cell = bench.Cell(TINY_TARGET, "adaptmc-hmc-da", 0)
+    (clustered,) = bench.run_cells([cell], config, tmp_path / "cluster", client=client)
+    serial = json.loads(json.dumps(bench.deterministic_part(serial)))
+    clustered = json.loads(json.dumps(bench.deterministic_part(clustered),
+                                      default=bench._json_default))
+    assert clustered == serial
+    # a rerun reuses the finished cell without computing it
+    again = bench.run_cells([cell], config, tmp_path / "cluster", client=None)
+    assert bench.deterministic_part(again[0])["min_ess"] == clustered["min_ess"]
+
+
+@pytest.mark.slow
+def test_killed_worker_cell_is_retried_and_run_completes(tmp_path, client):
+    # slow: the nanny respawns the worker, which re-imports JAX and recompiles the cell
+    cells = [bench.Cell("std-normal-10d", "blackjax-nuts", i) for i in range(3)]
+    config = bench.BenchConfig(num_chains=2, num_warmup=100, num_samples=200)
+    box: dict = {}
+    runner = threading.Thread(
+        target=lambda: box.setdefault("results", bench.run_cells(cells, config, tmp_path,
+                                                                 client=client)))
+    runner.start()
+    pids = client.run(os.getpid)
+    killed = None
+    deadline = time.time() + 60
+    while killed is None and time.time() < deadline:
+        busy = [addr for addr, tasks in client.processing().items() if tasks]
+        if busy:
+            time.sleep(1.0)  # let the cell get going
+            killed = pids[busy[0]]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.1)
+    assert killed is not None, "no task started within 60 s"
+    runner.join(timeout=240)
+    assert not runner.is_alive()
+    results = box["results"]
+    assert [r["key"] for r in results] == [c.key for c in cells]
+    assert all(np.isfinite(r["min_ess"]) and r["min_ess"] > 0 for r in results)
+    assert killed not in client.run(os.getpid).values()  # the nanny restarted the worker

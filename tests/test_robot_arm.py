@@ -1,0 +1,53 @@
+"""The robot-arm reproduction runs end to end (Wang 2012, Table 4.1)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from adaptmc.experiments import robot_arm as experiment
+
+SMOKE = experiment.Config(
+    num_hidden=4, num_folds=2, num_super_transitions=3, gradient_budget=40, num_seeds=1,
+    step_size_box=(0.01, 0.5), num_leapfrog_box=(8, 10),
+    expert={"step_size": 0.2, "num_leapfrog": 9}, nuts_warmup=10, start_steps=50,
+)
+
+
+def check_outputs(out, num_super_transitions):
+    results = json.loads((out / "results.json").read_text())
+    seed = results["seeds"][0]
+    assert set(seed["methods"]) == {"adaptive", "expert", "nuts"}
+    adaptive = seed["methods"]["adaptive"]
+    assert len(adaptive["tuning"]["reward"]) == num_super_transitions
+    assert np.isfinite(adaptive["test_error"]) and np.isfinite(adaptive["ensemble_test_error"])
+    assert np.isfinite(seed["methods"]["expert"]["test_error"])
+    assert 0.003 < seed["floor"] < 0.007
+    table = (out / "table.md").read_text()
+    assert "Neal (1996), HMC" in table and "NUTS" in table and "expert" in table
+    for name in ("fig_reward_surface.png", "fig_l_slice.png", "fig_test_error.png"):
+        assert (out / name).stat().st_size > 1000
+
+
+def test_smoke_experiment_runs_end_to_end(tmp_path):
+    out = tmp_path / "robot-arm"
+    assert experiment.run_robot_arm(out, seed=0, config=SMOKE) == 0
+    check_outputs(out, SMOKE.num_super_transitions)
+    # the same gradient budget for the chain that predicts the test set
+    results = json.loads((out / "results.json").read_text())
+    methods = results["seeds"][0]["methods"]
+    budget = SMOKE.num_super_transitions * SMOKE.gradient_budget
+    assert methods["expert"]["num_grads"] <= budget + 1
+    assert methods["adaptive"]["num_grads"] <= budget + 1
+    assert methods["adaptive"]["network_grads"] == 3 * methods["adaptive"]["num_grads"]
+    with pytest.raises(FileExistsError):
+        experiment.run_robot_arm(out, seed=0, config=SMOKE)
+
+
+@pytest.mark.slow
+def test_quick_mode_from_the_command_line(tmp_path):
+    from adaptmc.cli import main
+
+    out = tmp_path / "quick"
+    assert main(["reproduce", "robot-arm", "--quick", "--out", str(out)]) == 0
+    check_outputs(out, experiment.QUICK.num_super_transitions)

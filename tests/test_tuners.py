@@ -1,0 +1,462 @@
+"""Tuners: boxes, schedules, the GP and NIG surrogates against closed forms, acquisition
+functions on known values, DIRECT, the bandits on noisy known functions, annealing, state
+checkpointing and end-to-end runs."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+import adaptmc
+from adaptmc import io, tuners
+from adaptmc.tuners import acquisition as acq
+from adaptmc.tuners.box import from_unit, make_box, parse_box, snap_unit, to_unit
+from adaptmc.tuners.gp import gp_fit, gp_predict, gp_predict_one, sq_exp_kernel, unique_points
+from adaptmc.tuners.parametric import (
+    NIGPrior,
+    fit_parametric,
+    nig_predict,
+    nig_update,
+    rbf_features,
+)
+from adaptmc.tuners.schedules import expected_adoptions, exponential, geometric, polynomial
+
+BANDITS = {
+    "gp-ucb": tuners.gp_ucb,
+    "parametric": tuners.parametric,
+    "hedge": tuners.hedge,
+    "sir": tuners.sir,
+}
+
+
+def branin(x1, x2):
+    """Branin-Hoo on [-5, 10] x [0, 15]; minimum 0.397887 at three points."""
+    b, c, t = 5.1 / (4 * np.pi**2), 5 / np.pi, 1 / (8 * np.pi)
+    return (x2 - b * x1**2 + c * x1 - 6) ** 2 + 10 * (1 - t) * np.cos(x1) + 10
+
+
+def drive(tuner, reward_fn, num_steps: int, seed: int, noise: float):
+    """Run ``tuner`` as the run loop would, on ``reward_fn(proposal) + noise``."""
+    rng = np.random.default_rng(seed)
+    key = jax.random.key(seed)
+    state = tuner.init(jax.random.fold_in(key, 10**6))
+    for i in range(num_steps):
+        proposal, state = tuner.propose(jax.random.fold_in(key, i), state)
+        reward = reward_fn(proposal) + noise * rng.normal()
+        state = tuner.update(state, proposal, reward, {"divergences": 0})
+    return state
+
+
+# ----------------------------------------------------------------------------- box, schedules
+
+
+def test_box_maps_to_unit_cube_and_rounds_integers():
+    box = tuners.hmc_box()
+    assert box.names == ("step_size", "num_leapfrog")
+    np.testing.assert_allclose(to_unit(box, [0.01, 1]), [0, 0])
+    np.testing.assert_allclose(to_unit(box, [1.0, 100]), [1, 1])
+    x = from_unit(box, [0.5, 0.503])
+    assert x[1] == round(1 + 0.503 * 99)
+    np.testing.assert_allclose(from_unit(box, [-1.0, 2.0]), [0.01, 100])  # clipped
+    np.testing.assert_allclose(snap_unit(box, to_unit(box, x)), to_unit(box, x))
+    custom = parse_box(["step_size=0.001:0.2", "num_leapfrog=5:50"])
+    np.testing.assert_allclose(custom.lower, [0.001, 5])
+    assert custom.integer.tolist() == [False, True]
+
+
+@pytest.mark.parametrize(
+    "bounds, items, match",
+    [
+        ({"step_size": (1.0, 0.1)}, None, "lower < upper"),
+        ({"num_leapfrog": (1.5, 10)}, None, "integer bounds"),
+        (None, ["step_size=0.1"], "NAME=LOW:HIGH"),
+        (None, ["step_size=a:b"], "numbers"),
+    ],
+)
+def test_bad_boxes_raise(bounds, items, match):
+    with pytest.raises(ValueError, match=match):
+        make_box(bounds) if bounds is not None else parse_box(items)
+
+
+def test_schedules():
+    assert exponential(0.01)(1) == 1.0
+    assert math.isclose(exponential(0.01)(11), math.exp(-0.1))
+    assert math.isclose(polynomial(0.5)(4), 0.5)
+    assert math.isclose(geometric(0.9)(3), 0.81)
+    assert math.isclose(expected_adoptions(exponential(0.0), 10), 10.0)
+    with pytest.raises(ValueError):
+        geometric(1.5)
+
+
+def test_normalise_rewards_scores_failures_worst():
+    out = tuners.normalise_rewards(np.array([2.0, np.nan, 4.0, 3.0, -np.inf]))
+    np.testing.assert_allclose(out, [0.0, 0.0, 1.0, 0.5, 0.0])
+    np.testing.assert_allclose(tuners.normalise_rewards(np.array([np.nan, 1.0])), [0, 0.5])
+
+
+# ----------------------------------------------------------------------------- GP
+
+
+def test_gp_predict_matches_hand_computed_posterior():
+    # Two points in 1-d; R&W Eqs. 2.25-2.26 written out with the 2x2 inverse by hand.
+    x = np.array([[0.0], [1.0]])
+    y = np.array([1.0, -1.0])
+    ell, s2, n2, m = 0.5, 2.0, 0.1, 0.3
+    post = gp_fit(x, y, [ell], s2, n2, mean=m)
+    k12 = s2 * math.exp(-0.5 / ell**2)
+    a, d, b = s2 + n2, s2 + n2, k12
+    det = a * d - b * b
+    inv = np.array([[d, -b], [-b, a]]) / det
+    q = 0.25
+    kq = s2 * np.exp(-0.5 * (q - x[:, 0]) ** 2 / ell**2)
+    mu_hand = m + kq @ inv @ (y - m)
+    var_hand = s2 - kq @ inv @ kq
+    mu, sd = gp_predict(post, [[q]])
+    assert math.isclose(mu[0], mu_hand, rel_tol=1e-10)
+    assert math.isclose(sd[0] ** 2, var_hand, rel_tol=1e-8)
+    mu1, sd1 = gp_predict_one(post, np.array([q]))
+    assert math.isclose(mu1, mu_hand, rel_tol=1e-10) and math.isclose(sd1, sd[0], rel_tol=1e-10)
+
+
+def test_gp_merges_repeats_into_the_same_posterior():
+    # Replicates at one point == their mean with noise variance / count (a GP identity).
+    rng = np.random.default_rng(3)
+    base = rng.random((4, 2))
+    points = np.vstack([base, base[:2], base[:1]])
+    values = rng.normal(size=len(points))
+    merged, means, counts = unique_points(points, values)
+    assert merged.shape == (4, 2) and counts.tolist() == [3, 2, 1, 1]
+    post = gp_fit(points, values, [0.3, 0.3], 1.0, 0.05, mean=0.0)
+    assert post.points.shape == (4, 2)
+    query = rng.random((5, 2))
+    gram = sq_exp_kernel(points, points, np.array([0.3, 0.3]), 1.0) + 0.05 * np.eye(len(points))
+    cross = sq_exp_kernel(query, points, np.array([0.3, 0.3]), 1.0)
+    mu_full = cross @ np.linalg.solve(gram, values)
+    var_full = 1.0 - np.einsum("ij,ji->i", cross, np.linalg.solve(gram, cross.T))
+    mu, sd = gp_predict(post, query)
+    np.testing.assert_allclose(mu, mu_full, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(sd**2, var_full, rtol=1e-6, atol=1e-9)
+
+
+# ----------------------------------------------------------------------------- NIG
+
+
+def test_nig_update_matches_closed_form_with_offset_integrated_out():
+    # The offset with a flat prior == the offset with a N(0, s^2 c) prior as c -> infinity in
+    # the augmented regression on [1, phi]; a_n loses one half for the integrated offset.
+    rng = np.random.default_rng(5)
+    n, k = 7, 3
+    features = rng.random((n, k))
+    values = 2.0 + features @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.normal(size=n)
+    prior = NIGPrior(5.0, 10.0, np.array([0.1, 0.0, -0.2]), 5.0 * np.eye(k))
+    post = nig_update(prior, features, values)
+
+    design = np.hstack([np.ones((n, 1)), features])
+    big = 1e10
+    prior_cov = np.diag([big, 5.0, 5.0, 5.0])
+    prior_mean = np.concatenate([[0.0], prior.w0])
+    prec0 = np.linalg.inv(prior_cov)
+    prec = prec0 + design.T @ design
+    mean = np.linalg.solve(prec, prec0 @ prior_mean + design.T @ values)
+    b_aug = prior.b0 + 0.5 * (values @ values + prior_mean @ prec0 @ prior_mean
+                              - mean @ prec @ mean)
+    np.testing.assert_allclose(post.w, mean[1:], rtol=1e-6)
+    np.testing.assert_allclose(post.V, np.linalg.inv(prec)[1:, 1:], rtol=1e-5)
+    assert math.isclose(post.b, b_aug, rel_tol=1e-6)
+    assert post.a == prior.a0 + (n - 1) / 2
+
+    # Student-t predictive: location and scale of b + phi w + e, offset variance s^2 / n.
+    query = rng.random((1, k))
+    loc, scale, dof = nig_predict(post, query)
+    cov_aug = np.linalg.inv(prec)
+    x_aug = np.concatenate([[1.0], query[0]])
+    assert math.isclose(loc[0], x_aug @ mean, rel_tol=1e-6)
+    assert math.isclose(scale[0] ** 2, post.b / post.a * (1 + x_aug @ cov_aug @ x_aug),
+                        rel_tol=1e-5)
+    assert dof == 2 * post.a
+
+
+def test_width_quadrature_prefers_the_true_width():
+    rng = np.random.default_rng(7)
+    centres = rng.random((15, 1))
+    points = rng.random((60, 1))
+    values = rbf_features(points, centres, 0.1) @ rng.normal(size=15) * 0.5
+    model = fit_parametric(points, values + 0.01 * rng.normal(size=60), centres,
+                           widths=(0.02, 0.1, 0.5))
+    assert np.argmax(model.weights) == 1
+    assert math.isclose(model.weights.sum(), 1.0)
+
+
+# ----------------------------------------------------------------------------- acquisition
+
+
+def test_acquisition_formulas_on_known_values():
+    phi0 = 1 / math.sqrt(2 * math.pi)
+    assert math.isclose(acq.expected_improvement(1.0, 1.0, 1.0), phi0, rel_tol=1e-12)
+    assert math.isclose(acq.expected_improvement(3.0, 0.0, 1.0), 2.0)
+    # EI(mu, sd) = sd * (z Phi(z) + phi(z)), z = 1
+    assert math.isclose(acq.expected_improvement(2.0, 1.0, 1.0),
+                        stats.norm.cdf(1) + stats.norm.pdf(1), rel_tol=1e-12)
+    assert math.isclose(acq.probability_of_improvement(2.0, 1.0, 1.0), stats.norm.cdf(1),
+                        rel_tol=1e-12)
+    assert math.isclose(acq.probability_of_improvement(2.0, 1.0, 1.0, xi=1.0), 0.5)
+    beta = acq.ucb_beta(1, 2, 0.1)
+    assert math.isclose(beta, 2 * math.log(2 * 4 * math.pi**2 / 0.3))
+    assert math.isclose(acq.ucb(1.0, 2.0, 4.0, scale=0.5), 3.0)
+    np.testing.assert_allclose(acq.hedge_probabilities(np.array([0.0, math.log(3.0)])),
+                               [0.25, 0.75])
+
+
+def test_student_t_ei_matches_numerical_integral():
+    loc, scale, dof, best = 0.3, 0.7, 5.0, 0.5
+    dist = stats.t(dof, loc=loc, scale=scale)
+    numeric = integrate.quad(lambda r: (r - best) * dist.pdf(r), best, np.inf)[0]
+    assert math.isclose(acq.student_t_expected_improvement(loc, scale, dof, best), numeric,
+                        rel_tol=1e-7)
+    # Large dof: the Gaussian EI.
+    assert math.isclose(acq.student_t_expected_improvement(loc, scale, 1e7, best),
+                        acq.expected_improvement(loc, scale, best), rel_tol=1e-5)
+
+
+def test_direct_finds_the_maximum_of_a_known_function():
+    def f(u):  # a global maximum at (0.7, 0.2) and a lower local one at (0.2, 0.8)
+        return (np.exp(-20 * np.sum((u - [0.7, 0.2]) ** 2))
+                + 0.8 * np.exp(-20 * np.sum((u - [0.2, 0.8]) ** 2)))
+
+    u, value = acq.maximise_unit_cube(f, 2)
+    np.testing.assert_allclose(u, [0.7, 0.2], atol=2e-3)
+    assert math.isclose(value, 1.0, rel_tol=1e-4)
+    box = make_box({"step_size": (0.0, 1.0), "num_leapfrog": (1, 11)})
+    u, _ = acq.maximise_unit_cube(lambda u: -np.sum((u - [0.33, 0.46]) ** 2), 2,
+                                  snap=lambda u: snap_unit(box, u))
+    assert from_unit(box, u)[1] == 6  # 0.46 * 10 + 1 = 5.6 rounds to 6
+
+
+# ----------------------------------------------------------------------------- bandits
+
+
+@pytest.mark.parametrize("name", sorted(BANDITS))
+def test_bandit_finds_the_optimum_of_noisy_known_functions(name):
+    # Negated Branin with noise sd 1 (range about 308), and a shifted quadratic over the
+    # integer HMC box with noise sd 0.01 (range about 0.99): the noise-free value at the best
+    # observed point is within 5% of the range from the optimum after 60 evaluations.
+    seed = {"gp-ucb": 11, "parametric": 12, "hedge": 13, "sir": 14}[name]
+    box = make_box({"x1": (-5, 10), "x2": (0, 15)})
+    state = drive(BANDITS[name](box), lambda p: -branin(p["x1"], p["x2"]), 60, seed, 1.0)
+    grid = np.meshgrid(np.linspace(-5, 10, 601), np.linspace(0, 15, 601))
+    values = branin(*grid)
+    low, high = 0.397887, values.max()
+    at_best = branin(*state["points"][np.nanargmax(state["rewards"])])
+    assert (at_best - low) / (high - low) < 0.05
+    assert np.all(state["points"] >= box.lower) and np.all(state["points"] <= box.upper)
+
+    def quadratic(p):
+        return -((p["step_size"] - 0.3) / 0.99) ** 2 - ((p["num_leapfrog"] - 70) / 99) ** 2
+
+    hmc = tuners.hmc_box()
+    state = drive(BANDITS[name](hmc), quadratic, 60, seed, 0.01)
+    corners = [{"step_size": s, "num_leapfrog": n} for s in (0.01, 1.0) for n in (1, 100)]
+    worst = -min(quadratic(c) for c in corners)
+    best_point = state["points"][np.nanargmax(state["rewards"])]
+    assert best_point[1] == int(best_point[1])
+    gap = -quadratic({"step_size": best_point[0], "num_leapfrog": best_point[1]})
+    assert gap / worst < 0.05
+    proposal = BANDITS[name](hmc).best(state)
+    assert isinstance(proposal["num_leapfrog"], int)
+
+
+def test_annealing_adoptions_grow_like_the_sum_of_probabilities():
+    # The adoption rule alone (random search shares it with the bandits): over 300 runs of
+    # 60 steps with p_i = exp(-0.05 (i - 1)) the mean number of distinct settings matches
+    # 1 + sum_{i<60} p_i within 4 standard errors.
+    schedule = exponential(0.05)
+    box = make_box({"a": (0.0, 1.0), "b": (0.0, 1.0)})
+    tuner = tuners.random_search(box, schedule=schedule)
+    rng = np.random.default_rng(0)
+    counts = []
+    for _ in range(300):
+        state = tuner.init(0)
+        for _ in range(60):
+            proposal, state = tuner.propose(int(rng.integers(2**31)), state)
+            state = tuner.update(state, proposal, 0.0, {})
+        counts.append(len(np.unique(state["points"], axis=0)))
+    expected = expected_adoptions(schedule, 60)
+    variance = sum(schedule(i) * (1 - schedule(i)) for i in range(1, 60))
+    assert abs(np.mean(counts) - expected) < 4 * math.sqrt(variance / 300)
+    assert expected < 25  # far fewer distinct settings than the 60 evaluations
+
+
+def test_gp_ucb_distinct_gp_points_follow_the_adoptions():
+    schedule = exponential(0.05)
+    box = make_box({"a": (0.0, 1.0), "b": (0.0, 1.0)})
+    state = drive(tuners.gp_ucb(box, schedule=schedule),
+                  lambda p: -(p["a"] - 0.3) ** 2 - (p["b"] - 0.6) ** 2, 60, 21, 0.01)
+    adopted = int(state["adopted"].sum())
+    post = tuners.bandit.fit_gp(box, state)
+    distinct = len(post.points)
+    expected = expected_adoptions(schedule, 60)
+    sd = math.sqrt(sum(schedule(i) * (1 - schedule(i)) for i in range(1, 60)))
+    assert abs(adopted - expected) < 4 * sd
+    assert distinct <= adopted < 60
+    assert distinct == len(np.unique(state["points"], axis=0))
+    # Kept settings are exact repeats of the previous one.
+    kept = ~state["adopted"][1:]
+    np.testing.assert_array_equal(state["points"][1:][kept], state["points"][:-1][kept])
+
+
+def test_divergent_super_transition_scores_as_failure():
+    tuner = tuners.gp_ucb(make_box({"a": (0.0, 1.0)}), initial={"a": 0.5})
+    state = tuner.init(0)
+    proposal, state = tuner.propose(1, state)
+    assert proposal == {"a": 0.5}
+    state = tuner.update(state, proposal, 3.0, {"divergences": 2})
+    assert np.isnan(state["rewards"][0])
+
+
+ALL_TUNERS = {
+    **BANDITS,
+    "random": tuners.random_search,
+    "dual-averaging": lambda box: tuners.dual_averaging_tuner(0.2, num_leapfrog=6),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALL_TUNERS))
+def test_tuner_state_round_trips_through_a_checkpoint(name, tmp_path):
+    box = make_box({"step_size": (0.05, 0.5), "num_leapfrog": (2, 20)})
+    tuner = ALL_TUNERS[name](box)
+    state = tuner.init(jax.random.key(1))
+    template = tuner.init(jax.random.key(1))
+    rng = np.random.default_rng(2)
+    for i in range(4):
+        proposal, state = tuner.propose(jax.random.key(i), state)
+        state = tuner.update(state, proposal, float(rng.normal()) if i != 2 else float("nan"),
+                             {"acceptance_rate": 0.7, "divergences": 0})
+    io.atomic_savez(tmp_path / "ckpt.npz", io.tree_to_arrays("tuner", state))
+    loaded = io.arrays_to_tree("tuner", io.load_npz(tmp_path / "ckpt.npz"), template)
+    assert jax.tree.structure(loaded) == jax.tree.structure(state)
+    for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(state), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    key = jax.random.key(9)
+    assert tuner.propose(key, loaded)[0] == tuner.propose(key, state)[0]
+    assert tuner.best(loaded) == tuner.best(state)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_TUNERS))
+def test_run_end_to_end_with_each_tuner(name):
+    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)})
+    result = adaptmc.run(
+        adaptmc.targets.correlated_2d(),
+        adaptmc.kernels.hmc,
+        adaptmc.kernels.HMCParams(0.1, 6),
+        num_super_transitions=5,
+        gradient_budget=40,
+        num_chains=2,
+        tuner=ALL_TUNERS[name](box),
+        objective=adaptmc.objectives.esjd_per_grad,
+        seed=3,
+        progress=False,
+    )
+    tuning = result.idata.tuning
+    assert tuning.sizes["super_transition"] == 5
+    assert np.all(np.isfinite(tuning["tuner_s"].values))
+    if name != "dual-averaging":
+        eps, steps = tuning["step_size"].values, tuning["num_leapfrog"].values
+        assert np.all((eps >= 0.05) & (eps <= 0.3))
+        assert np.all((steps >= 5) & (steps <= 8) & (steps == np.round(steps)))
+    else:
+        assert np.all(tuning["num_leapfrog"].values == 6)
+        assert np.all(tuning["step_size"].values > 0)
+
+
+def test_dual_averaging_tuner_moves_step_size_toward_target():
+    tuner = tuners.dual_averaging_tuner(1.0, target_accept=0.8)
+    state = tuner.init(None)
+    for _ in range(30):
+        proposal, state = tuner.propose(None, state)
+        # acceptance falls with the step size: 0.8 is reached at eps = 0.25
+        accept = float(np.exp(-0.223 * proposal["step_size"] / 0.25))
+        state = tuner.update(state, proposal, float("nan"), {"acceptance_rate": accept})
+    assert 0.15 < tuner.best(state)["step_size"] < 0.4
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+@pytest.mark.parametrize("name", ["gp-ucb", "parametric", "hedge", "sir", "random",
+                                  "dual-averaging"])
+def test_cli_builds_each_tuner(name):
+    from adaptmc.cli import build_parser, make_tuner
+
+    args = build_parser().parse_args([
+        "sample", "--target", "gauss-2d-v1", "--tuner", name, "--out", "unused",
+        "--box", "step_size=0.02:0.5", "--schedule", "poly", "--anneal-rate", "0.7",
+        "--objective", "autocorrelation",
+    ])
+    tuner, objective = make_tuner(args)
+    assert tuner.name == name and objective is adaptmc.objectives.autocorrelation_score
+    proposal, _ = tuner.propose(jax.random.key(0), tuner.init(jax.random.key(1)))
+    if name != "dual-averaging":
+        assert 0.02 <= proposal["step_size"] <= 0.5 and 1 <= proposal["num_leapfrog"] <= 100
+
+
+def test_cli_rejects_bad_tuner_options():
+    from adaptmc.cli import build_parser, make_tuner
+
+    parse = build_parser().parse_args
+    base = ["sample", "--target", "gauss-2d-v1", "--tuner", "gp-ucb", "--out", "unused"]
+    with pytest.raises(ValueError, match="--anneal-rate needs --schedule"):
+        make_tuner(parse(base + ["--anneal-rate", "0.1"]))
+    with pytest.raises(ValueError, match="more than the --budget"):
+        make_tuner(parse(base + ["--box", "num_leapfrog=1:100", "--budget", "50"]))
+    with pytest.raises(ValueError, match="unknown objective"):
+        make_tuner(parse(base + ["--objective", "nope"]))
+    with pytest.raises(ValueError, match="cannot load objective"):
+        make_tuner(parse(base + ["--objective", "adaptmc.objectives:nope"]))
+
+
+def test_cli_sample_with_a_bandit_writes_plots(tmp_path):
+    from adaptmc.cli import main
+
+    out = tmp_path / "run"
+    code = main([
+        "sample", "--target", "gauss-2d-v1", "--tuner", "gp-ucb", "--box", "step_size=0.05:0.3",
+        "--box", "num_leapfrog=5:8", "--super-transitions", "4", "--warmup", "1",
+        "--budget", "40", "--chains", "2", "--objective", "adaptmc.objectives:esjd_per_grad",
+        "--out", str(out), "--no-progress",
+    ])
+    assert code == 0
+    for name in ("tuning_trace.png", "reward_surface.png", "reward_slice.png", "draws.nc"):
+        assert (out / name).is_file()
+
+
+def test_resumed_bandit_run_matches_an_uninterrupted_one(tmp_path):
+    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)})
+    kwargs = dict(
+        num_super_transitions=5, gradient_budget=40, num_chains=2,
+        objective=adaptmc.objectives.esjd_per_grad, seed=8, progress=False, checkpoint_every=1,
+    )
+    target, params = adaptmc.targets.correlated_2d(), adaptmc.kernels.HMCParams(0.1, 6)
+    whole = adaptmc.run(target, adaptmc.kernels.hmc, params, tuner=tuners.hedge(box), **kwargs)
+    adaptmc.run(target, adaptmc.kernels.hmc, params, tuner=tuners.hedge(box),
+                output_dir=tmp_path / "r", stop_after=3, **kwargs)
+    resumed = adaptmc.run(target, adaptmc.kernels.hmc, params, tuner=tuners.hedge(box),
+                          output_dir=tmp_path / "r", resume=True, **kwargs)
+    for name in ("step_size", "num_leapfrog", "reward"):
+        np.testing.assert_array_equal(resumed.idata.tuning[name].values,
+                                      whole.idata.tuning[name].values)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(BANDITS))
+def test_bandit_finds_the_branin_optimum_across_seeds(name):
+    box = make_box({"x1": (-5, 10), "x2": (0, 15)})
+    grid = np.meshgrid(np.linspace(-5, 10, 601), np.linspace(0, 15, 601))
+    low, high = 0.397887, branin(*grid).max()
+    for seed in range(100, 105):
+        state = drive(BANDITS[name](box), lambda p: -branin(p["x1"], p["x2"]), 60, seed, 1.0)
+        at_best = branin(*state["points"][np.nanargmax(state["rewards"])])
+        assert (at_best - low) / (high - low) < 0.05, seed
