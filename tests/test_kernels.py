@@ -7,11 +7,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import moment_z_scores
 
 from adaptmc import run
 from adaptmc.kernels import HMCParams, HMCState, MALAParams, RWMParams, hmc, mala, rwm
 from adaptmc.targets import correlated_2d, gaussian, neal_100d
+from helpers import moment_z_scores
 
 NUM_EXACT = 20_000
 

@@ -6,11 +6,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import mcse_mean
 
 from adaptmc import run
 from adaptmc.kernels import HMCParams, MALAParams, RWMParams, hmc, mala, rwm
 from adaptmc.targets import logistic_dataset
+from helpers import mcse_mean
 
 
 def _reference(target, seed, num_draws, num_chains=4):

@@ -161,7 +161,7 @@ def run(
 
     states = jax.vmap(lambda x: kernel.init(x, target))(initial_positions)
     tuner_state = tuner.init(jax.random.fold_in(key_init, 1))
-    loop = _Loop(target, kernel, num_chains)
+    loop = _Loop(target, kernel, num_chains, max_kept=gradient_budget // thin)
     start_index, total_grads, chunks, record = 0, num_chains, [], _empty_record(tuner)
     num_chunks = 0
     if resume and (run_dir / io.CHECKPOINT).is_file():
@@ -287,13 +287,21 @@ class _Loop:
     capacity (a power of two at least the number of kept draws) and argument signature, and
     shared by every run on the same target object (grids of fixed settings, repeats)."""
 
-    def __init__(self, target: Target, kernel: Kernel, num_chains: int):
+    # A buffer for the most draws any setting can keep (one step per gradient) means one
+    # compilation per run; past this many bytes, buffers are sized per setting instead.
+    MAX_BUFFER_BYTES = 256 * 2**20
+
+    def __init__(self, target: Target, kernel: Kernel, num_chains: int, max_kept: int = 0):
         self.target, self.kernel, self.num_chains = target, kernel, num_chains
+        itemsize = target.initial_position.dtype.itemsize
+        fits = num_chains * max_kept * target.dim * itemsize <= self.MAX_BUFFER_BYTES
+        self.min_capacity = max_kept if fits else 0
         self.compile_s = 0.0
 
     def __call__(self, keys, states, params, num_steps: int, thin: int = 1):
         num_kept = num_steps // thin
-        capacity = 1 << max(0, math.ceil(math.log2(max(num_kept, 1))))
+        wanted = max(num_kept, self.min_capacity, 1)
+        capacity = 1 << math.ceil(math.log2(wanted))
         params = jax.tree.map(jnp.asarray, params)
         args = (
             keys, states, params, jnp.asarray(num_steps, jnp.int32), jnp.asarray(thin, jnp.int32)

@@ -81,7 +81,9 @@ def euclidean_metric(inverse_mass: Array) -> Metric:
             return 0.5 * jnp.sum(z * z)
 
     else:
-        raise ValueError(f"inverse mass must be a scalar, vector or matrix; got {inverse_mass.shape}")
+        raise ValueError(
+            f"inverse mass must be a scalar, vector or matrix; got {inverse_mass.shape}"
+        )
     return Metric(
         sample_momentum, kinetic_energy, velocity, scale, inverse_mass_times, mass_quadratic
     )

@@ -49,7 +49,9 @@ def get_target(spec: str) -> Target:
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        raise ValueError(f"cannot import module {module_name!r} for target {spec!r}: {err}") from err
+        raise ValueError(
+            f"cannot import module {module_name!r} for target {spec!r}: {err}"
+        ) from err
     if not hasattr(module, attr):
         raise ValueError(f"module {module_name!r} has no function {attr!r}")
     made = getattr(module, attr)()
