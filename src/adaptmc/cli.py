@@ -110,13 +110,16 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
                         "gp-ucb, hedge and sir, geometric for parametric, constant for random)")
     p.add_argument("--anneal-rate", type=float, default=None,
                    help="the schedule's parameter: lambda of exp(-lambda (i-1)) (default "
-                        "0.01), gamma of i^-gamma (0.5), rate of rate^(i-1) (0.99), p (1)")
+                        "0.05), gamma of i^-gamma (0.5), rate of rate^(i-1) (0.99), p (1)")
     p.add_argument("--target-accept", type=float, default=0.8,
                    help="target acceptance rate of the dual-averaging tuner")
     p.add_argument("--objective", default="esjd",
                    help="esjd, autocorrelation, min-ess, or module:function for your own reward "
                         "(positions, stats, num_grads) -> float")
     p.add_argument("--thin", type=int, default=1, help="keep every n-th draw")
+    p.add_argument("--adapt-mass", choices=("diag", "dense"), default=None,
+                   help="estimate the inverse mass matrix during --warmup (>= 3), with the "
+                        "step size; the tuner takes over after warm-up")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="run folder to write")
     p.add_argument("--force", action="store_true", help="overwrite an existing run folder")
@@ -269,9 +272,20 @@ def cmd_sample(args, resume: bool = False) -> int:
     params = make_params(kernel, args)
     tuner, objective = make_tuner(args)
     adapt_until = args.adapt_until
-    if "adapt" in kernel.Params._fields and args.tuner == "fixed":
-        tuner = in_step_adaptation_tuner(kernel, getattr(args, "keep_adapting", None))
+    keep_adapting = getattr(args, "keep_adapting", None)
+    if ("adapt" in kernel.Params._fields and args.tuner == "fixed") or keep_adapting is not None:
+        tuner = in_step_adaptation_tuner(kernel, keep_adapting)
         adapt_until = args.warmup if adapt_until is None else adapt_until
+    if getattr(args, "adapt_mass", None):
+        from adaptmc.tuners.mass import mass_adaptation
+
+        if "inverse_mass" not in kernel.Params._fields:
+            raise ValueError(f"--adapt-mass does not apply to kernel {kernel.name!r}")
+        if args.inverse_mass is not None:
+            raise ValueError("--adapt-mass and --inverse-mass exclude each other")
+        step = args.step_size if args.step_size is not None else 0.1
+        tuner = mass_adaptation(tuner, target.dim, args.warmup,
+                                dense=args.adapt_mass == "dense", initial_step_size=step)
     result = run(
         target,
         kernel,

@@ -215,7 +215,9 @@ def run(
             "num_grads": spent,
         }
         if adapting:
-            tuner_state = tuner.update(tuner_state, proposal, reward, summary)
+            tuner_state = tuner.update(
+                tuner_state, proposal, reward, {**summary, "positions": positions}
+            )
         tuner_s += time.perf_counter() - tick
 
         warmup = index < num_warmup

@@ -9,7 +9,8 @@ pytree of arrays, so a checkpoint stores it leaf by leaf, without pickle.
   number; the run loop uses it for the next super-transition.
 - ``update(state, proposal, reward, stats) -> state``: ``reward`` is the objective's value on
   that super-transition's draws (NaN when it diverged), ``stats`` a dict of summaries
-  (``acceptance_rate``, ``divergences``, ``num_grads``).
+  (``acceptance_rate``, ``divergences``, ``num_grads``) and the draws themselves
+  (``positions: (chains, draws, dim)``, for tuners that estimate from them).
 - ``best(state) -> proposal``: the setting to freeze on when adaptation stops.
 
 ``names`` lists the parameters the tuner sets; ``min_cost_hint`` may give the smallest

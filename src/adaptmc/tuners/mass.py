@@ -1,0 +1,197 @@
+"""Mass-matrix adaptation during warm-up, wrapped around any tuner.
+
+During the first ``num_warmup`` super-transitions the wrapper runs the kernel with a fixed
+number of steps and a step size found by bracketing on the log scale: double it while a
+super-transition's mean acceptance is above the target, halve it while below, then bisect
+between the largest step that met the target and the smallest that did not (a super-
+transition's mean acceptance over all chains is a precise measurement, so a bracketing
+search converges in a few of them where dual averaging, Hoffman & Gelman 2014, needs many
+more updates than there are warm-up super-transitions). It also estimates the posterior
+covariance from the draws in doubling windows, followed by a terminal fifth of the warm-up
+where only the step size adapts, as Stan's warm-up does (Stan Reference
+Manual, "HMC algorithm parameters": windows of doubling length, each estimate regularised
+toward a small multiple of the identity, ``(n / (n + 5)) C + 1e-3 (5 / (n + 5)) I``). At the
+end of each window the estimate becomes the inverse mass matrix and the step-size bracket
+is reopened around the step in force.
+
+After warm-up the inverse mass is frozen and the wrapped tuner (a bandit over (eps, L), say)
+takes over; it sees only super-transitions run under the final metric, so every reward it
+learns from is comparable. With the target whitened, a default box such as eps in
+[0.01, 1] fits most posteriors.
+
+The run loop passes each super-transition's draws to ``update`` as ``stats["positions"]``
+(``(chains, draws, dim)``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from adaptmc.tuners.base import Tuner
+
+
+def window_ends(num_warmup: int, first: int = 1) -> np.ndarray:
+    """Super-transition indices after which a window closes: windows of doubling length
+    (1, 2, 4, ...) starting at ``first`` (super-transition 0 is left to the initial
+    transient); the last window is stretched to end at the last warm-up super-transition."""
+    ends, start, length = [], first, 1
+    while start < num_warmup:
+        end = min(start + length, num_warmup) - 1
+        if num_warmup - 1 - end < 2 * length:  # too little left for another window
+            end = num_warmup - 1
+        ends.append(end)
+        start, length = end + 1, 2 * length
+    return np.asarray(ends, dtype=int)
+
+
+def regularised_covariance(count: float, m2: np.ndarray) -> np.ndarray:
+    """Stan's regularised estimate from a Welford sum of squares ``m2`` over ``count`` draws:
+    diagonal (``(dim,)``) or dense (``(dim, dim)``)."""
+    cov = m2 / max(count - 1.0, 1.0)
+    shrink = count / (count + 5.0)
+    jitter = 1e-3 * 5.0 / (count + 5.0)
+    if cov.ndim == 1:
+        return shrink * cov + jitter
+    return shrink * cov + jitter * np.eye(cov.shape[0])
+
+
+def welford_update(count, mean, m2, draws: np.ndarray, dense: bool):
+    """Add ``draws: (n, dim)`` to a Welford accumulator (Welford 1962; Chan et al. 1979 for
+    the batch merge)."""
+    n = draws.shape[0]
+    if n == 0:
+        return count, mean, m2
+    batch_mean = draws.mean(axis=0)
+    centred = draws - batch_mean
+    batch_m2 = centred.T @ centred if dense else np.sum(centred**2, axis=0)
+    delta = batch_mean - mean
+    total = count + n
+    new_mean = mean + delta * n / total
+    correction = np.outer(delta, delta) if dense else delta**2
+    new_m2 = m2 + batch_m2 + correction * count * n / total
+    return float(total), new_mean, new_m2
+
+
+def mass_adaptation(
+    inner: Tuner,
+    dim: int,
+    num_warmup: int,
+    *,
+    dense: bool = False,
+    initial_step_size: float = 0.1,
+    warmup_num_leapfrog: int = 10,
+    target_accept: float = 0.8,
+) -> Tuner:
+    """Wrap ``inner`` with warm-up mass-matrix and step-size adaptation (see module).
+
+    Parameters
+    ----------
+    inner
+        The tuner that acts after warm-up (it must not set ``inverse_mass`` itself).
+    dim
+        The target's dimension.
+    num_warmup
+        Super-transitions of warm-up (give the run the same ``num_warmup`` so their draws are
+        not kept); at least 3.
+    dense
+        Estimate a dense covariance instead of its diagonal.
+    """
+    if num_warmup < 3:
+        raise ValueError("mass adaptation needs num_warmup >= 3 super-transitions")
+    if dim < 1:
+        raise ValueError(f"dim must be >= 1, got {dim}")
+    if "inverse_mass" in inner.names:
+        raise ValueError(f"tuner {inner.name!r} already sets inverse_mass")
+    terminal = max(1, num_warmup // 5)  # last super-transitions: step size only
+    ends = window_ends(num_warmup - terminal)
+    shape = (dim, dim) if dense else (dim,)
+    names = tuple(dict.fromkeys(("step_size", "num_leapfrog", *inner.names)))
+
+    def fresh_accumulator():
+        return np.asarray(0.0), np.zeros(dim), np.zeros(shape)
+
+    def init(key):
+        count, mean, m2 = fresh_accumulator()
+        return {
+            "index": np.asarray(0),
+            "count": count,
+            "mean": mean,
+            "m2": m2,
+            "inverse_mass": np.eye(dim) if dense else np.ones(dim),
+            "log_step": np.asarray(math.log(initial_step_size)),
+            "bracket": np.array([-np.inf, np.inf]),  # log steps that met / missed the target
+            "inner": inner.init(key),
+        }
+
+    def propose(key, state):
+        if int(state["index"]) < num_warmup:
+            proposal = {"step_size": math.exp(float(state["log_step"])),
+                        "num_leapfrog": warmup_num_leapfrog}
+        else:
+            proposal, inner_state = inner.propose(key, state["inner"])
+            state = {**state, "inner": inner_state}
+            proposal.setdefault("step_size", final_step_size(state))
+        return {**proposal, "inverse_mass": state["inverse_mass"]}, state
+
+    def update(state, proposal, reward, stats):
+        index = int(state["index"])
+        if index >= num_warmup:
+            inner_proposal = {k: v for k, v in proposal.items() if k != "inverse_mass"}
+            inner_state = inner.update(state["inner"], inner_proposal, reward, stats)
+            return {**state, "index": np.asarray(index + 1), "inner": inner_state}
+        rate = stats.get("acceptance_rate", float("nan"))
+        rate = 0.0 if not math.isfinite(rate) else rate
+        log_step, bracket = bracket_step(float(state["log_step"]), state["bracket"],
+                                         rate >= target_accept)
+        count, mean, m2 = state["count"], state["mean"], state["m2"]
+        inverse_mass = state["inverse_mass"]
+        positions = stats.get("positions")
+        if index >= 1 and positions is not None:
+            draws = np.asarray(positions, dtype=float).reshape(-1, dim)
+            count, mean, m2 = welford_update(float(count), mean, m2, draws, dense)
+        if index in ends and float(count) > 2:
+            inverse_mass = regularised_covariance(float(count), m2)
+            count, mean, m2 = fresh_accumulator()
+            # the metric changed: reopen the bracket around the step in force
+            log_step, bracket = float(bracket[0]) if np.isfinite(bracket[0]) else log_step, \
+                np.array([-np.inf, np.inf])
+        return {
+            **state,
+            "index": np.asarray(index + 1),
+            "count": np.asarray(count),
+            "mean": mean,
+            "m2": m2,
+            "inverse_mass": inverse_mass,
+            "log_step": np.asarray(log_step),
+            "bracket": bracket,
+        }
+
+    def best(state):
+        proposal = inner.best(state["inner"]) if int(state["index"]) > num_warmup else {}
+        proposal.setdefault("step_size", final_step_size(state))
+        return {**proposal, "inverse_mass": state["inverse_mass"]}
+
+    def final_step_size(state) -> float:
+        """The largest step that met the target (or the current one if none did)."""
+        low = float(state["bracket"][0])
+        return math.exp(low if np.isfinite(low) else float(state["log_step"]))
+
+    return Tuner(f"mass+{inner.name}", names, init, propose, update, best)
+
+
+
+def bracket_step(log_step: float, bracket: np.ndarray, met_target: bool):
+    """One bracketing move on the log step size: record whether ``log_step`` met the target,
+    then double, halve or bisect. ``bracket = [largest log step that met the target,
+    smallest that missed it]``."""
+    low, high = (max(bracket[0], log_step), bracket[1]) if met_target else \
+        (bracket[0], min(bracket[1], log_step))
+    if not np.isfinite(high):
+        new = log_step + math.log(2.0)
+    elif not np.isfinite(low):
+        new = log_step - math.log(2.0)
+    else:
+        new = 0.5 * (low + high)
+    return new, np.array([low, high])

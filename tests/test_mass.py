@@ -1,0 +1,115 @@
+"""Warm-up mass-matrix adaptation: windows, Welford accumulation, step bracketing, and the
+estimate on known Gaussians."""
+
+import math
+
+import numpy as np
+import pytest
+
+from adaptmc import io, run, tuners
+from adaptmc.kernels import HMCParams, hmc
+from adaptmc.targets import correlated_2d, gaussian
+from adaptmc.tuners.mass import (
+    bracket_step,
+    mass_adaptation,
+    regularised_covariance,
+    welford_update,
+    window_ends,
+)
+
+
+def test_windows_double_and_end_at_the_last_warmup_super_transition():
+    assert list(window_ends(8)) == [1, 3, 7]
+    assert list(window_ends(20)) == [1, 3, 7, 19]
+    ends = window_ends(50)
+    assert ends[-1] == 49 and all(np.diff(ends) > 0)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_welford_batches_match_numpy(dense):
+    rng = np.random.default_rng(0)
+    draws = rng.normal(size=(300, 3)) @ np.array([[1, 0, 0], [0.5, 2, 0], [0, 0.3, 0.1]])
+    count, mean, m2 = 0.0, np.zeros(3), np.zeros((3, 3) if dense else 3)
+    for batch in np.array_split(draws, 7):
+        count, mean, m2 = welford_update(count, mean, m2, batch, dense)
+    np.testing.assert_allclose(mean, draws.mean(0))
+    expected = np.cov(draws.T) if dense else draws.var(0, ddof=1)
+    np.testing.assert_allclose(m2 / (count - 1), expected)
+    reg = regularised_covariance(count, m2)
+    np.testing.assert_allclose(reg, 300 / 305 * expected + 1e-3 * 5 / 305 * (
+        np.eye(3) if dense else 1))
+
+
+def test_bracketing_doubles_halves_then_bisects():
+    bracket = np.array([-np.inf, np.inf])
+    log_step, bracket = bracket_step(0.0, bracket, met_target=True)
+    assert log_step == pytest.approx(math.log(2)) and bracket[0] == 0.0
+    log_step, bracket = bracket_step(log_step, bracket, met_target=False)
+    assert log_step == pytest.approx(math.log(2) / 2)
+    assert list(bracket) == [0.0, pytest.approx(math.log(2))]
+
+
+def _warmup_run(target, dense, seed, num_st=14, num_warmup=10):
+    tuner = mass_adaptation(tuners.fixed(), target.dim, num_warmup, dense=dense)
+    return run(target, hmc, HMCParams(num_leapfrog=10, jitter=0.3), tuner=tuner,
+               num_super_transitions=num_st, gradient_budget=1000, num_chains=4,
+               num_warmup=num_warmup, seed=seed, progress=False)
+
+
+def test_diagonal_estimate_recovers_badly_scaled_variances():
+    scales = np.geomspace(0.01, 10.0, 8)
+    target = gaussian(np.zeros(8), scales**2, name="scaled")
+    result = _warmup_run(target, dense=False, seed=1)
+    final = result.idata.tuning
+    assert final.acceptance_rate.values[-1] > 0.6
+    draws = result.idata.posterior["x"].values
+    np.testing.assert_allclose(draws.std(axis=(0, 1)) / scales, 1.0, atol=0.15)
+
+
+def test_dense_estimate_whitens_a_correlated_gaussian():
+    """Correlation 0.99: with the dense estimate, eps grows to the whitened scale and the
+    draws have the target's covariance."""
+    target = correlated_2d(1.0)
+    result = _warmup_run(target, dense=True, seed=2, num_st=16)
+    record = result.idata.tuning
+    assert record.acceptance_rate.values[-1] > 0.6
+    assert record.step_size.values[-1] > 0.5  # unit mass needs eps < 0.2 here
+    draws = result.idata.posterior["x"].values.reshape(-1, 2)
+    np.testing.assert_allclose(np.cov(draws.T), target.info["cov"], atol=0.1)
+
+
+def test_estimate_in_the_tuner_state_and_checkpoint_roundtrip(tmp_path):
+    tuner = mass_adaptation(tuners.fixed(), 3, 8)
+    state = tuner.init(None)
+    rng = np.random.default_rng(3)
+    for _ in range(8):
+        proposal, state = tuner.propose(None, state)
+        draws = rng.normal(size=(4, 200, 3)) * np.sqrt([0.01, 1.0, 25.0])
+        state = tuner.update(state, proposal, float("nan"),
+                             {"acceptance_rate": 0.85, "divergences": 0, "positions": draws})
+    proposal, _ = tuner.propose(None, state)
+    np.testing.assert_allclose(proposal["inverse_mass"], [0.01, 1.0, 25.0], rtol=0.15)
+    arrays = io.tree_to_arrays("tuner", state)
+    io.atomic_savez(tmp_path / "s.npz", arrays)
+    back = io.arrays_to_tree("tuner", io.load_npz(tmp_path / "s.npz"), tuner.init(None))
+    np.testing.assert_array_equal(back["inverse_mass"], state["inverse_mass"])
+
+
+def test_refuses_too_short_a_warmup_and_double_mass_setting():
+    with pytest.raises(ValueError, match="num_warmup >= 3"):
+        mass_adaptation(tuners.fixed(), 2, 2)
+    inner = tuners.grid({"inverse_mass": [1.0, 2.0]})
+    with pytest.raises(ValueError, match="already sets inverse_mass"):
+        mass_adaptation(inner, 2, 5)
+
+
+def test_cli_adapt_mass(tmp_path, capsys):
+    from adaptmc.cli import main
+
+    code = main(["sample", "--target", "neal-100d", "--adapt-mass", "diag", "--warmup", "6",
+                 "--super-transitions", "10", "--budget", "500", "--chains", "2",
+                 "--out", str(tmp_path / "run"), "--no-progress"])
+    assert code == 0
+    assert main(["sample", "--target", "neal-100d", "--adapt-mass", "diag", "--kernel", "hmc",
+                 "--inverse-mass", "2", "--out", str(tmp_path / "bad"), "--no-progress"]) == 2
+    assert "exclude each other" in capsys.readouterr().err
