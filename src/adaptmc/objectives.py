@@ -32,6 +32,18 @@ def esjd_per_grad(positions: np.ndarray, stats: dict, num_grads: int) -> float:
     return float(per_step / grads_per_step)
 
 
+def esjd_per_sqrt_cost(positions: np.ndarray, stats: dict, num_grads: int) -> float:
+    """Expected squared jump distance per step over the square root of the gradients per step,
+    ``ESJD / sqrt(L)`` for HMC with ``L`` leapfrog steps: the reward of Wang, Mohamed & de
+    Freitas (2013, Sec. 3), which favours longer trajectories than `esjd_per_grad`."""
+    if _diverged(stats) or positions.shape[1] < 2:
+        return float("nan")
+    jumps = diagnostics.squared_jumps(positions)
+    per_step = jumps.sum() / positions.shape[0] / (positions.shape[1] - 1)
+    grads_per_step = num_grads / positions.shape[0] / positions.shape[1]
+    return float(per_step / np.sqrt(grads_per_step))
+
+
 def autocorrelation_score(
     positions: np.ndarray, stats: dict, num_grads: int, max_lag: int = 50
 ) -> float:
@@ -57,6 +69,7 @@ def min_ess_per_grad(positions: np.ndarray, stats: dict, num_grads: int) -> floa
 
 OBJECTIVES = {
     "esjd": esjd_per_grad,
+    "esjd-sqrt-l": esjd_per_sqrt_cost,
     "autocorrelation": autocorrelation_score,
     "min-ess": min_ess_per_grad,
 }

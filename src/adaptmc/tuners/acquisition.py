@@ -5,7 +5,10 @@ Srinivas et al. 2010; the bonus is scaled by the adoption probability ``p_i``), 
 improvement and probability of improvement for a Gaussian predictive (Jones et al. 1998;
 Kushner 1964), EI for a Student-t predictive (Wang & de Freitas 2011), the GP-Hedge
 portfolio probabilities (Hoffman, Brochu & de Freitas 2011), and maximisation with DIRECT
-(Jones, Perttunen & Stuckman 1993; ``scipy.optimize.direct``).
+(Jones, Perttunen & Stuckman 1993): `maximise_unit_cube` calls ``scipy.optimize.direct``
+one point at a time; `direct_maximise`, which the bandits use, is the same algorithm with the
+new points of each iteration evaluated in one vectorised call (a GP prediction for a batch
+costs about what one point costs), and returns the same maximiser.
 All of them maximise: higher reward is better.
 """
 
@@ -119,3 +122,91 @@ def maximise_unit_cube(
     )
     u_best = snap(np.asarray(result.x, dtype=float))
     return u_best, -float(result.fun)
+
+
+def direct_maximise(
+    acquisition: Callable[[np.ndarray], np.ndarray],
+    dim: int,
+    snap: Callable[[np.ndarray], np.ndarray] | None = None,
+    maxfun: int | None = None,
+    eps: float = 1e-4,
+    len_tol: float = 1e-4,
+) -> tuple[np.ndarray, float]:
+    """Maximise ``acquisition(u: (m, d)) -> (m,)`` over ``[0, 1]^d`` with DIRECT (Jones,
+    Perttunen & Stuckman 1993), evaluating the new points of each iteration in one call.
+
+    The original (not locally biased) DIRECT: the cube is trisected into hyperrectangles
+    sampled at their centres; each iteration divides the potentially optimal ones (on the
+    lower-right convex hull of (centre-to-vertex distance, value), with Jones' ``eps``
+    condition), sampling ``c +- side/3 e_j`` along their longest sides and splitting first
+    along the side with the best sample. It stops after the iteration in which the
+    evaluations reach ``maxfun`` (default ``500 d``) or when the rectangle of the best point
+    has a centre-to-vertex distance below ``len_tol``. ``snap`` as in `maximise_unit_cube`;
+    non-finite values count as the worst. Returns ``(u_best: (d,), value)``.
+    """
+    snap = (lambda u: u) if snap is None else snap
+    maxfun = maxfun or 500 * dim
+
+    def negated(u):
+        values = -np.asarray(acquisition(snap(u)), dtype=float).reshape(len(u))
+        return np.where(np.isfinite(values), values, 1e300)
+
+    centres = np.full((1, dim), 0.5)
+    levels = np.zeros((1, dim), dtype=int)  # side j of a rectangle is 3^-levels[j]
+    values = negated(centres)
+    while len(values) < maxfun:
+        sizes = 0.5 * np.sqrt(np.sum(9.0 ** -levels, axis=1))
+        best = int(np.argmin(values))
+        if sizes[best] < len_tol:
+            break
+        chosen = _potentially_optimal(sizes, values, eps)
+        splits = []  # (rectangle, dims along which it is divided)
+        points = []
+        for r in chosen:
+            dims = np.flatnonzero(levels[r] == levels[r].min())
+            delta = 3.0 ** -(levels[r, dims[0]] + 1)
+            for j in dims:
+                for sign in (1.0, -1.0):
+                    point = centres[r].copy()
+                    point[j] += sign * delta
+                    points.append(point)
+            splits.append((r, dims))
+        points = np.array(points)
+        new_values = negated(points)
+        new_levels, cursor = [], 0
+        for r, dims in splits:
+            pair = new_values[cursor:cursor + 2 * len(dims)].reshape(len(dims), 2)
+            cursor += 2 * len(dims)
+            child = levels[r].copy()
+            rows = np.empty((len(dims), 2, dim), dtype=int)
+            for k in np.argsort(pair.min(axis=1), kind="stable"):
+                child[dims[k]] += 1
+                rows[k] = child
+            new_levels.append(rows.reshape(-1, dim))
+            levels[r] = child
+        centres = np.vstack([centres, points])
+        levels = np.vstack([levels, *new_levels])
+        values = np.concatenate([values, new_values])
+    best = int(np.argmin(values))
+    return snap(centres[best]), -float(values[best])
+
+
+def _potentially_optimal(sizes: np.ndarray, values: np.ndarray, eps: float) -> list[int]:
+    """Indices of the potentially optimal rectangles (Jones et al. 1993, Definition 3.1): the
+    best of each size that some rate constant ``K > 0`` makes best of all, with
+    ``f - K size <= f_min - eps |f_min|``."""
+    fmin = float(values.min())
+    distinct, group = np.unique(np.round(sizes, 12), return_inverse=True)
+    order = np.lexsort((values, group.reshape(-1)))
+    first = np.r_[True, np.diff(group.reshape(-1)[order]) != 0]
+    heads = order[first]  # the best rectangle of each size, sizes ascending
+    f = values[heads]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rates = (f[:, None] - f[None, :]) / (distinct[:, None] - distinct[None, :])
+    upper = np.triu(np.ones((len(f), len(f)), dtype=bool), 1)  # (g, t): t larger than g
+    k_low = np.where(upper.T, rates, -np.inf).max(axis=1)
+    k_high = np.where(upper, rates, np.inf).min(axis=1)
+    has_larger = np.arange(len(f)) < len(f) - 1
+    ok = (k_low <= k_high) & ~(has_larger & (k_high <= 0))
+    ok &= f - np.where(has_larger, k_high, np.inf) * distinct <= fmin - eps * abs(fmin)
+    return [int(i) for i in heads[ok]]

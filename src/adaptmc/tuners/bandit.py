@@ -52,7 +52,7 @@ from adaptmc.tuners.dual_averaging import (
     da_step_size,
     da_update,
 )
-from adaptmc.tuners.gp import GPPosterior, gp_fit, gp_predict, gp_predict_one, unique_points
+from adaptmc.tuners.gp import GPPosterior, gp_fit, gp_predict, unique_points
 from adaptmc.tuners.parametric import (
     DEFAULT_WIDTHS,
     default_prior,
@@ -63,6 +63,20 @@ from adaptmc.tuners.parametric import (
 from adaptmc.tuners.schedules import Schedule, constant, exponential, geometric
 
 HEDGE_ACQUISITIONS = ("pi", "ei", "ucb")
+
+SIGNAL_VAR = 0.1
+"""Default GP signal variance on the ``[0, 1]`` scale of normalised rewards. A uniform reward
+on ``[0, 1]`` has variance 1/12; with the earlier default 1.0 an unexplored setting's UCB,
+``m + p_i sqrt(beta_i) * 1`` with ``sqrt(beta_i)`` about 4-5, beat the best setting by several
+times the whole reward range for tens of steps, so GP-UCB kept trying the corners of the box
+(e.g. the largest step size, which diverges)."""
+
+ANNEAL_RATE = 0.05
+"""Default ``lambda`` of the adoption schedule ``p_i = exp(-lambda (i - 1))`` (Wang 2012,
+Algorithm 3). About ``1 / lambda`` settings are ever adopted: 20 with 0.05, of which about 15
+in the first 30 super-transitions (``p_30 = 0.23``, ``p_60 = 0.05``). The earlier 0.01 still
+adopted with ``p = 0.23`` after 150 super-transitions, so most of a run's draws came from
+exploratory settings."""
 
 
 def normalise_rewards(rewards: np.ndarray) -> np.ndarray:
@@ -141,7 +155,7 @@ def _annealed_propose(box: Box, schedule: Schedule, initial: dict | None, new_po
     return propose
 
 
-def fit_gp(box: Box, state: dict, alpha: float = 0.2, signal_var: float = 1.0,
+def fit_gp(box: Box, state: dict, alpha: float = 0.2, signal_var: float = SIGNAL_VAR,
            noise_var: float = 0.01) -> GPPosterior:
     """The GP on the normalised rewards of ``state`` in unit coordinates, lengthscales
     ``alpha`` times the box widths (Wang 2012, Algorithm 3)."""
@@ -175,7 +189,7 @@ def gp_ucb(
     box: Box | None = None,
     *,
     alpha: float = 0.2,
-    signal_var: float = 1.0,
+    signal_var: float = SIGNAL_VAR,
     noise_var: float = 0.01,
     delta: float = 0.1,
     schedule: Schedule | None = None,
@@ -185,8 +199,8 @@ def gp_ucb(
     """The annealed GP-UCB bandit (Wang 2012, Algorithm 3).
 
     After step ``i`` a new setting is taken with probability ``p_i`` (``schedule``, default
-    ``exp(-0.01 (i - 1))``) as the DIRECT maximiser of ``mu + p_i sqrt(beta_i) sd`` with
-    ``beta_i = 2 log(d (i+1)^2 pi^2 / (3 delta))``.
+    ``exp(-ANNEAL_RATE (i - 1))``, lambda = 0.05) as the DIRECT maximiser of
+    ``mu + p_i sqrt(beta_i) sd`` with ``beta_i = 2 log(d (i+1)^2 pi^2 / (3 delta))``.
 
     Parameters
     ----------
@@ -195,21 +209,23 @@ def gp_ucb(
     alpha
         GP lengthscales as a fraction of the box widths.
     signal_var, noise_var
-        GP signal and noise variances, on the ``[0, 1]`` scale of normalised rewards.
+        GP signal and noise variances, on the ``[0, 1]`` scale of normalised rewards (see
+        `SIGNAL_VAR`; noise sd 0.1 is about the super-transition to super-transition spread
+        of a reward measured on a few thousand gradients).
     initial
         The first setting (default: uniform in the box).
     maxfun
         DIRECT's evaluation budget (default ``500 d``).
     """
     box = _check_box(box)
-    schedule = exponential(0.01) if schedule is None else schedule
+    schedule = exponential(ANNEAL_RATE) if schedule is None else schedule
     snap = _snapper(box)
 
     def new_point(rng, state, i, p):
         post = fit_gp(box, state, alpha, signal_var, noise_var)
         beta = acq.ucb_beta(i, box.dim, delta)
-        u, _ = acq.maximise_unit_cube(
-            lambda u: acq.ucb(*gp_predict_one(post, u), beta, p), box.dim, snap, maxfun
+        u, _ = acq.direct_maximise(
+            lambda u: acq.ucb(*gp_predict(post, u), beta, p), box.dim, snap, maxfun
         )
         return from_unit(box, u), {}
 
@@ -234,7 +250,7 @@ def hedge(
     eta: float = 1.0,
     xi: float = 0.01,
     alpha: float = 0.2,
-    signal_var: float = 1.0,
+    signal_var: float = SIGNAL_VAR,
     noise_var: float = 0.01,
     delta: float = 0.1,
     schedule: Schedule | None = None,
@@ -253,7 +269,7 @@ def hedge(
     ``xi`` is the PI margin; other parameters as in `gp_ucb`.
     """
     box = _check_box(box)
-    schedule = exponential(0.01) if schedule is None else schedule
+    schedule = exponential(ANNEAL_RATE) if schedule is None else schedule
     snap = _snapper(box)
 
     def new_point(rng, state, i, p):
@@ -267,9 +283,8 @@ def hedge(
             "ucb": lambda mu, sd: acq.ucb(mu, sd, beta, p),
         }
         nominees = np.stack([
-            acq.maximise_unit_cube(
-                lambda u, f=acquisitions[name]: float(f(*gp_predict_one(post, u))),
-                box.dim, snap, maxfun,
+            acq.direct_maximise(
+                lambda u, f=acquisitions[name]: f(*gp_predict(post, u)), box.dim, snap, maxfun
             )[0]
             for name in HEDGE_ACQUISITIONS
         ])
@@ -310,7 +325,7 @@ def sir(
     temperature: float = 0.1,
     num_candidates: int = 1000,
     alpha: float = 0.2,
-    signal_var: float = 1.0,
+    signal_var: float = SIGNAL_VAR,
     noise_var: float = 0.01,
     schedule: Schedule | None = None,
     initial: dict | None = None,
@@ -327,7 +342,7 @@ def sir(
     box = _check_box(box)
     if not temperature > 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
-    schedule = exponential(0.01) if schedule is None else schedule
+    schedule = exponential(ANNEAL_RATE) if schedule is None else schedule
 
     def new_point(rng, state, i, p):
         post = fit_gp(box, state, alpha, signal_var, noise_var)
@@ -385,7 +400,7 @@ def parametric(
         tried = to_unit(box, unique_points(state["points"], state["rewards"])[0])
         incumbent = float(np.max(parametric_predict(model, tried)[0]))
         acquisition = _mixture_ei(model, incumbent)
-        u, _ = acq.maximise_unit_cube(acquisition, box.dim, snap, maxfun)
+        u, _ = acq.direct_maximise(acquisition, box.dim, snap, maxfun)
         return from_unit(box, u), {}
 
     def best(state):
@@ -406,9 +421,9 @@ def parametric(
                  best)
 
 
-def _mixture_ei(model, incumbent: float) -> Callable[[np.ndarray], float]:
-    """``u: (d,) -> sum_h weight_h EI_t(u; h)``, the EI of the width mixture, with the
-    per-width posteriors stacked so that DIRECT's thousands of calls stay cheap."""
+def _mixture_ei(model, incumbent: float) -> Callable[[np.ndarray], np.ndarray]:
+    """``u: (m, d) -> (m,)``, ``sum_h weight_h EI_t(u; h)``, the EI of the width mixture, with
+    the per-width posteriors stacked so that DIRECT's batches stay cheap."""
     keep = model.weights > 1e-8
     widths = model.widths[keep]
     posts = [p for p, k in zip(model.posteriors, keep, strict=True) if k]
@@ -424,12 +439,13 @@ def _mixture_ei(model, incumbent: float) -> Callable[[np.ndarray], float]:
     centres = model.centres
 
     def ei(u):
-        sq = np.sum((centres - u) ** 2, axis=1)
-        centred = np.exp(-0.5 * sq[None, :] / widths[:, None] ** 2) - phi_mean
-        loc = y_mean + np.einsum("wk,wk->w", centred, w)
-        quad = np.einsum("wj,wjk,wk->w", centred, V, centred)
-        scale = np.sqrt(scale2 * (1.0 + inv_n + quad))
-        return float(weights @ acq._t_ei(loc, scale, dof, incumbent, log_norm))
+        u = np.atleast_2d(u)
+        sq = np.sum((u[:, None, :] - centres[None]) ** 2, axis=2)  # (m, K)
+        centred = np.exp(-0.5 * sq[None] / widths[:, None, None] ** 2) - phi_mean[:, None]
+        loc = y_mean[:, None] + np.einsum("wmk,wk->wm", centred, w)
+        quad = np.einsum("wmj,wmj->wm", np.einsum("wmk,wjk->wmj", centred, V), centred)
+        scale = np.sqrt(scale2[:, None] * (1.0 + inv_n + quad))
+        return weights @ acq._t_ei(loc, scale, dof[:, None], incumbent, log_norm[:, None])
 
     return ei
 

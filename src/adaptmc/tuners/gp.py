@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve
 
 
 class GPPosterior(NamedTuple):
@@ -76,9 +75,12 @@ def gp_fit(
                            prior_mean)
     gram = sq_exp_kernel(pts, pts, lengthscales, signal_var)
     gram[np.diag_indices_from(gram)] += noise_var / counts + 1e-10 * signal_var
-    factor = cho_factor(gram, lower=True)
-    precision = cho_solve(factor, np.eye(len(vals)))
-    weights = cho_solve(factor, vals - prior_mean)
+    # NumPy's inverse of the Cholesky factor rather than scipy's cho_solve against the
+    # identity: same K_y^-1, but scipy's threaded triangular solves cost ~10 ms of CPU on a
+    # 50 x 50 system on a busy machine, about 200 times NumPy's.
+    inv_chol = np.linalg.inv(np.linalg.cholesky(gram))  # raises LinAlgError if not PD
+    precision = inv_chol.T @ inv_chol
+    weights = precision @ (vals - prior_mean)
     return GPPosterior(pts, weights, precision, lengthscales, float(signal_var), prior_mean)
 
 
@@ -91,7 +93,7 @@ def gp_predict(post: GPPosterior, query: np.ndarray) -> tuple[np.ndarray, np.nda
         return np.full(m, post.mean), np.full(m, np.sqrt(post.signal_var))
     cross = sq_exp_kernel(query, post.points, post.lengthscales, post.signal_var)
     mu = post.mean + cross @ post.weights
-    var = post.signal_var - np.einsum("ij,jk,ik->i", cross, post.precision, cross)
+    var = post.signal_var - np.sum((cross @ post.precision) * cross, axis=1)
     return mu, np.sqrt(np.maximum(var, 0.0))
 
 

@@ -5,7 +5,8 @@ probability ``p_i`` and otherwise keeps its current setting; since ``p_i -> 0`` 
 changes ever more rarely, which gives diminishing adaptation (Roberts & Rosenthal 2007) and
 so ergodicity (Wang 2012, Ch. 4; Wang, Mohamed & de Freitas 2013).
 
-- `exponential`: ``p_i = exp(-lambda (i - 1))`` (Wang 2012, Algorithm 3), default lambda 0.01;
+- `exponential`: ``p_i = exp(-lambda (i - 1))`` (Wang 2012, Algorithm 3), default lambda 0.05
+  (the bandits' default, `adaptmc.tuners.bandit.ANNEAL_RATE`);
 - `polynomial`: ``p_i = i^-gamma``;
 - `geometric`: ``p_i = rate^(i - 1)``, i.e. ``p <- rate * p`` after each step
   (Wang & de Freitas 2011, Algorithm 2).
@@ -19,7 +20,7 @@ from collections.abc import Callable
 Schedule = Callable[[int], float]
 
 
-def exponential(rate: float = 0.01) -> Schedule:
+def exponential(rate: float = 0.05) -> Schedule:
     """``p_i = exp(-rate (i - 1))``, ``rate >= 0`` (Wang 2012, Algorithm 3)."""
     if not rate >= 0:
         raise ValueError(f"exponential schedule needs rate >= 0, got {rate}")
