@@ -14,7 +14,7 @@ from scipy import integrate, stats
 import adaptmc
 from adaptmc import io, tuners
 from adaptmc.tuners import acquisition as acq
-from adaptmc.tuners.box import from_unit, make_box, parse_box, snap_unit, to_unit
+from adaptmc.tuners.box import as_proposal, from_unit, make_box, parse_box, snap_unit, to_unit
 from adaptmc.tuners.gp import gp_fit, gp_predict, gp_predict_one, sq_exp_kernel, unique_points
 from adaptmc.tuners.parametric import (
     NIGPrior,
@@ -236,7 +236,59 @@ def test_direct_finds_the_maximum_of_a_known_function():
     assert from_unit(box, u)[1] == 6  # 0.46 * 10 + 1 = 5.6 rounds to 6
 
 
+@pytest.mark.parametrize("dim", [1, 2, 3])
+def test_batched_direct_matches_scipy_direct(dim):
+    # The same DIRECT (Jones et al. 1993, not locally biased), only evaluated in batches: on
+    # sums of bumps it must return scipy's maximiser.
+    rng = np.random.default_rng(11 + dim)
+    for _ in range(3):
+        centres, heights = rng.random((4, dim)), 0.2 + rng.random(4)
+
+        def f(u, centres=centres, heights=heights):
+            sq = np.sum((np.atleast_2d(u)[:, None, :] - centres[None]) ** 2, axis=-1)
+            return np.exp(-15 * sq) @ heights
+
+        u_batched, v_batched = acq.direct_maximise(f, dim)
+        u_scipy, v_scipy = acq.maximise_unit_cube(lambda u, f=f: float(f(u)[0]), dim)
+        np.testing.assert_allclose(u_batched, u_scipy, atol=1e-3)
+        assert v_batched >= v_scipy - 1e-5
+
+
+def test_batched_direct_snaps_integers_and_ignores_non_finite_values():
+    box = make_box({"step_size": (0.0, 1.0), "num_leapfrog": (1, 11)})
+    calls = []
+
+    def f(u):
+        calls.append(len(u))
+        value = -np.sum((u - [0.33, 0.46]) ** 2, axis=1)
+        return np.where(u[:, 0] > 0.8, np.nan, value)
+
+    u, _ = acq.direct_maximise(f, 2, snap=lambda u: snap_unit(box, u), maxfun=300)
+    assert from_unit(box, u)[1] == 6
+    assert abs(u[0] - 0.33) < 5e-3
+    assert max(calls) > 1 and sum(calls) < 300 + max(calls)  # batches; stops near maxfun
+
+
 # ----------------------------------------------------------------------------- bandits
+
+
+def test_gp_ucb_defaults_stop_trying_a_failing_corner():
+    # A ridge of good settings and a region that always fails (NaN, like a diverging step
+    # size) at large step sizes. With the default signal variance and annealing rate the
+    # bandit has stopped trying the failing region after its exploring phase; with the old
+    # defaults (signal variance 1, lambda 0.01) UCB kept going back to unexplored corners.
+    box = tuners.hmc_box()
+
+    def reward(proposal):
+        u = to_unit(box, [proposal["step_size"], proposal["num_leapfrog"]])
+        if u[0] > 0.6:
+            return float("nan")
+        return math.exp(-8 * ((u[0] - 0.4) ** 2 + (u[1] - 0.3) ** 2))
+
+    state = drive(tuners.gp_ucb(box), reward, 80, seed=21, noise=0.02)
+    late = to_unit(box, state["points"][40:])
+    assert np.all(late[:, 0] <= 0.6)
+    assert math.isclose(reward(as_proposal(box, state["points"][-1])), 1.0, abs_tol=0.2)
 
 
 @pytest.mark.parametrize("name", sorted(BANDITS))

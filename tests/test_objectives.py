@@ -1,0 +1,36 @@
+"""Rewards computed from one super-transition's draws, on draws whose jumps are known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from adaptmc import objectives
+
+
+def _alternating(chains: int, draws: int, dim: int) -> np.ndarray:
+    """Draws that jump between +1 and -1 in every coordinate: squared jump 4 dim per step."""
+    signs = np.where(np.arange(draws) % 2 == 0, 1.0, -1.0)
+    return np.broadcast_to(signs[None, :, None], (chains, draws, dim)).copy()
+
+
+def test_esjd_rewards_on_known_jumps():
+    chains, draws, dim, num_leapfrog = 3, 10, 2, 16
+    positions = _alternating(chains, draws, dim)
+    stats = {"is_divergent": np.zeros((chains, draws), bool)}
+    num_grads = chains * draws * num_leapfrog
+    per_grad = objectives.esjd_per_grad(positions, stats, num_grads)
+    per_sqrt = objectives.esjd_per_sqrt_cost(positions, stats, num_grads)
+    assert math.isclose(per_grad, 4 * dim / num_leapfrog)
+    # Wang, Mohamed & de Freitas (2013): ESJD / sqrt(L)
+    assert math.isclose(per_sqrt, 4 * dim / math.sqrt(num_leapfrog))
+    assert objectives.OBJECTIVES["esjd-sqrt-l"] is objectives.esjd_per_sqrt_cost
+
+
+def test_a_divergent_super_transition_scores_nan():
+    positions = _alternating(2, 8, 1)
+    stats = {"is_divergent": np.zeros((2, 8), bool)}
+    stats["is_divergent"][1, 3] = True
+    for name, objective in objectives.OBJECTIVES.items():
+        assert math.isnan(objective(positions, stats, 160)), name
