@@ -187,6 +187,8 @@ def test_bad_initial_point_is_a_clear_error():
         (dict(params=HMCParams(inverse_mass=jnp.array([[1.0, 2.0], [2.0, 1.0]]))),
          "positive definite"),
         (dict(params=MALAParams()), "must be HMCParams"),
+        (dict(params=HMCParams(inverse_mass=jnp.ones(3))), r"inverse_mass has shape \(3,\)"),
+        (dict(params=HMCParams(inverse_mass=jnp.eye(3))), "inverse_mass has shape"),
         (dict(num_chains=0), "num_chains must be an integer >= 1"),
         (dict(gradient_budget=5, params=HMCParams(num_leapfrog=10)), "more than the"),
         (dict(initial_positions=np.zeros((4, 3))), "initial_positions must have shape"),

@@ -381,6 +381,20 @@ def _with_proposal(kernel: Kernel, params: Any, proposal: dict) -> Any:
     return new
 
 
+def _check_shapes(params: Any, dim: int) -> None:
+    """Vector and matrix parameters must match the target's dimension."""
+    for name in ("inverse_mass", "step_size"):
+        if name not in getattr(params, "_fields", ()):
+            continue
+        shape = np.shape(getattr(params, name))
+        allowed = [(), (dim,)] + ([(dim, dim)] if name == "inverse_mass" else [])
+        if shape not in allowed:
+            raise ValueError(
+                f"{name} has shape {shape}; for a target of dimension {dim} it must be one "
+                f"of {', '.join(map(str, allowed))}"
+            )
+
+
 def _chunk_arrays(index, positions, stats, logdensity, params) -> dict:
     shape = positions.shape[:2]
     out = {"positions": positions, "lp": logdensity, **{f"stat/{k}": v for k, v in stats.items()}}
@@ -474,6 +488,7 @@ def _check_run_args(target, kernel, params, tuner, objective, num_super_transiti
             f"got {type(params).__name__}"
         )
     kernel.check_params(params)
+    _check_shapes(params, target.dim)
     for name in tuner.names:
         if name not in kernel.Params._fields:
             raise ValueError(
