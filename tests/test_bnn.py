@@ -227,6 +227,10 @@ def test_cv_objective_is_minus_the_held_out_loss():
     assert objective(positions, {}, 0) == pytest.approx(-np.mean(losses), rel=1e-10)
     log_objective = cv.cv_objective(model, masks, log_scale=True)
     assert log_objective(positions, {}, 0) == pytest.approx(-np.log(np.mean(losses)), rel=1e-10)
+    stuck = cv.cv_objective(model, masks, fail_when_stuck=True)
+    assert np.isnan(stuck(positions, {"accepted": np.zeros((1, 4), bool)}, 0))
+    moved = {"accepted": np.eye(1, 4, dtype=bool)}
+    assert stuck(positions, moved, 0) == pytest.approx(-np.mean(losses), rel=1e-10)
     with pytest.raises(ValueError, match="loss"):
         cv.cv_loss(model, masks, positions, loss="hinge")
 

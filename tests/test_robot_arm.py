@@ -11,6 +11,7 @@ SMOKE = experiment.Config(
     num_hidden=4, num_folds=2, num_super_transitions=3, gradient_budget=40, num_seeds=1,
     step_size_box=(0.01, 0.5), num_leapfrog_box=(8, 10),
     expert={"step_size": 0.2, "num_leapfrog": 9}, nuts_warmup=10, start_steps=50,
+    tuner_burn_in=1, fail_when_stuck=True,
 )
 
 
@@ -51,3 +52,19 @@ def test_quick_mode_from_the_command_line(tmp_path):
     out = tmp_path / "quick"
     assert main(["reproduce", "robot-arm", "--quick", "--out", str(out)]) == 0
     check_outputs(out, experiment.QUICK.num_super_transitions)
+
+
+def test_after_burn_in_hides_the_first_rewards_from_the_tuner():
+    from adaptmc import tuners
+
+    inner = tuners.grid({"step_size": [0.1, 0.2]})
+    tuner = experiment.after_burn_in(inner, 2, {"step_size": 0.3})
+    state = tuner.init(None)
+    seen = []
+    for reward in (-100.0, -100.0, 1.0, 2.0):
+        proposal, state = tuner.propose(None, state)
+        seen.append(proposal["step_size"])
+        state = tuner.update(state, proposal, reward, {})
+    assert seen == [0.3, 0.3, 0.1, 0.2]
+    np.testing.assert_array_equal(state["inner"]["rewards"], [1.0, 2.0])
+    assert tuner.best(state) == {"step_size": 0.2}

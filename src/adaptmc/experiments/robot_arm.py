@@ -69,11 +69,16 @@ class Config(NamedTuple):
     start_steps: int
     burn_in: float = 0.25
     max_prediction_draws: int = 2000
+    tuner_burn_in: int = 0
+    fail_when_stuck: bool = False
 
 
-FULL = Config(16, 8, 200, 24000, 3, (0.01, 1.01), (20, 5020), EXPERT, 1000, 2000)
+# tuner_burn_in and fail_when_stuck: see BENCHMARKS.md, "Robot arm, second run".
+FULL = Config(16, 8, 200, 24000, 3, (0.01, 1.01), (20, 5020), EXPERT, 1000, 2000,
+              tuner_burn_in=5, fail_when_stuck=True)
 QUICK = Config(16, 4, 12, 1000, 1, (0.01, 1.01), (40, 100), {"step_size": 0.3,
-                                                             "num_leapfrog": 60}, 30, 500)
+                                                             "num_leapfrog": 60}, 30, 500,
+               tuner_burn_in=2, fail_when_stuck=True)
 
 
 def run_robot_arm(out: str | Path, quick: bool = False, force: bool = False,
@@ -151,9 +156,11 @@ def run_seed(config: Config, seed: int, log=print) -> dict:
                             np.ones((1, len(data.x_train)))])
     target = cv.product_target(model, masks, name="robot-arm-cv")
     objective = cv.cv_objective(model, masks, loss="mse", folds=range(config.num_folds),
-                                log_scale=True)
+                                log_scale=True, fail_when_stuck=config.fail_when_stuck)
     box = make_box({"step_size": config.step_size_box, "num_leapfrog": config.num_leapfrog_box})
     tuner = _ignore_divergences(gp_ucb(box))
+    if config.tuner_burn_in:
+        tuner = after_burn_in(tuner, config.tuner_burn_in, config.expert)
     tick = time.perf_counter()
     res = run(target, bnn_hmc, BNNHMCParams(**config.expert),
               num_super_transitions=config.num_super_transitions,
@@ -219,6 +226,31 @@ def _ignore_divergences(tuner):
             state, proposal, reward, {**stats, "divergences": 0}
         )
     )
+
+
+def after_burn_in(tuner, num_burn_in: int, setting: dict):
+    """Run ``setting`` for the first ``num_burn_in`` super-transitions and hide their rewards
+    from ``tuner``: rewards of a chain still burning in would stretch the min-max
+    normalisation of the bandit's rewards and flatten everything after them."""
+
+    def init(key):
+        return {"inner": tuner.init(key), "count": np.asarray(0)}
+
+    def propose(key, state):
+        if int(state["count"]) < num_burn_in:
+            return dict(setting), state
+        proposal, inner = tuner.propose(key, state["inner"])
+        return proposal, {**state, "inner": inner}
+
+    def update(state, proposal, reward, stats):
+        count = int(state["count"])
+        inner = state["inner"]
+        if count >= num_burn_in:
+            inner = tuner.update(inner, proposal, reward, stats)
+        return {"inner": inner, "count": np.asarray(count + 1)}
+
+    return tuner._replace(name=f"{tuner.name}+burn-in", init=init, propose=propose,
+                          update=update, best=lambda state: tuner.best(state["inner"]))
 
 
 def find_start(model: bnn.BNN, key, num_steps: int, learning_rate: float = 0.01):
@@ -500,12 +532,14 @@ def merge_results(result_dirs: list[str | Path], out: str | Path) -> str:
     """Combine the ``results.json`` of runs made separately (one seed each, same config) into
     one ``table.md`` / ``results.json`` with figures from the first; returns the table."""
     payloads = [json.loads((Path(d) / "results.json").read_text()) for d in result_dirs]
-    configs = {json.dumps(p["config"], sort_keys=True) for p in payloads}
+    configs = {json.dumps({k: v for k, v in p["config"].items() if k != "num_seeds"},
+                          sort_keys=True) for p in payloads}
     if len(configs) != 1:
         raise ValueError("the runs to merge were made with different configurations")
-    config = Config(**{k: tuple(v) if isinstance(v, list) else v
-                       for k, v in payloads[0]["config"].items()})
     per_seed = [s for p in payloads for s in p["seeds"]]
+    config = Config(**{k: tuple(v) if isinstance(v, list) else v
+                       for k, v in payloads[0]["config"].items()})._replace(
+        num_seeds=len(per_seed))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     _write(out, config, per_seed, sum(p["wall_s"] for p in payloads))

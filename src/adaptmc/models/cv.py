@@ -105,15 +105,19 @@ def cv_loss(model: bnn.BNN, masks: np.ndarray, positions: np.ndarray, loss: str 
 
 def cv_objective(model: bnn.BNN, masks: np.ndarray, loss: str = "mse",
                  folds: Sequence[int] | None = None, log_scale: bool = False,
-                 max_draws: int = 200):
+                 max_draws: int = 200, fail_when_stuck: bool = False):
     """The predictive reward as a run-loop objective ``(positions, stats, num_grads) ->
     float``: minus the mean cross-validated loss of the draws of one super-transition (Wang
     & de Freitas 2011, Sec. 3.2), or minus its log with ``log_scale``. Rejections and
     divergent trajectories are part of the chain and do not void the reward; a non-finite
-    loss gives NaN."""
+    loss gives NaN, and so, with ``fail_when_stuck``, does a super-transition in which no
+    proposal was accepted (``stats["accepted"]`` all false): it drew nothing new, and the
+    prediction of its single repeated state says little about the setting."""
 
     def objective(positions: np.ndarray, stats: dict, num_grads: int) -> float:
         if positions.shape[1] < 1:
+            return float("nan")
+        if fail_when_stuck and "accepted" in stats and not np.any(stats["accepted"]):
             return float("nan")
         value = cv_loss(model, masks, positions, loss, folds, max_draws)
         if not np.isfinite(value) or (log_scale and value <= 0):
