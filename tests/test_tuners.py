@@ -68,6 +68,22 @@ def test_box_maps_to_unit_cube_and_rounds_integers():
     assert custom.integer.tolist() == [False, True]
 
 
+def test_log_box_maps_decades_evenly_and_round_trips():
+    box = tuners.hmc_box(log=True)
+    np.testing.assert_allclose(to_unit(box, [0.1, 10]), [0.5, 0.5])
+    np.testing.assert_allclose(from_unit(box, [0.5, 0.5]), [0.1, 10])
+    np.testing.assert_allclose(from_unit(box, [[0, 0], [1, 1]]), [[0.01, 1], [1.0, 100]])
+    x = from_unit(box, [0.25, 0.3])
+    assert x[1] == round(10 ** 0.6)  # integers rounded after the log map
+    np.testing.assert_allclose(snap_unit(box, to_unit(box, x)), to_unit(box, x))
+    with pytest.raises(ValueError, match="lower > 0"):
+        make_box({"step_size": (0.0, 1.0)}, log=("step_size",))
+    # A log box drives a bandit like a linear one.
+    state = drive(tuners.gp_ucb(box), lambda p: -abs(math.log(p["step_size"] / 0.1)), 15,
+                  seed=5, noise=0.01)
+    assert state["points"].shape == (15, 2)
+
+
 @pytest.mark.parametrize(
     "bounds, items, match",
     [
@@ -272,11 +288,11 @@ def test_batched_direct_snaps_integers_and_ignores_non_finite_values():
 # ----------------------------------------------------------------------------- bandits
 
 
-def test_gp_ucb_defaults_stop_trying_a_failing_corner():
-    # A ridge of good settings and a region that always fails (NaN, like a diverging step
-    # size) at large step sizes. With the default signal variance and annealing rate the
-    # bandit has stopped trying the failing region after its exploring phase; with the old
-    # defaults (signal variance 1, lambda 0.01) UCB kept going back to unexplored corners.
+def test_gp_ucb_defaults_stop_exploring_after_the_burn_in():
+    # A peak and a region that always fails (NaN, like a diverging step size) at large step
+    # sizes. With the default signal variance and annealing rate the bandit stays near the
+    # peak after its exploring phase; with the old defaults (signal variance 1, lambda 0.01)
+    # UCB kept going back to unexplored corners.
     box = tuners.hmc_box()
 
     def reward(proposal):
@@ -285,10 +301,13 @@ def test_gp_ucb_defaults_stop_trying_a_failing_corner():
             return float("nan")
         return math.exp(-8 * ((u[0] - 0.4) ** 2 + (u[1] - 0.3) ** 2))
 
-    state = drive(tuners.gp_ucb(box), reward, 80, seed=21, noise=0.02)
-    late = to_unit(box, state["points"][40:])
-    assert np.all(late[:, 0] <= 0.6)
-    assert math.isclose(reward(as_proposal(box, state["points"][-1])), 1.0, abs_tol=0.2)
+    # (with the old defaults, 3, 5 and 9 of the last 50 settings lie far from the optimum for
+    # seeds 21, 22, 23)
+    for seed in (21, 22, 23):
+        state = drive(tuners.gp_ucb(box), reward, 80, seed=seed, noise=0.02)
+        late = to_unit(box, state["points"][30:])
+        assert np.all(np.hypot(late[:, 0] - 0.4, late[:, 1] - 0.3) <= 0.25)
+        assert math.isclose(reward(as_proposal(box, state["points"][-1])), 1.0, abs_tol=0.1)
 
 
 @pytest.mark.parametrize("name", sorted(BANDITS))

@@ -114,7 +114,8 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-accept", type=float, default=0.8,
                    help="target acceptance rate of the dual-averaging tuner")
     p.add_argument("--objective", default="esjd",
-                   help="esjd, autocorrelation, min-ess, or module:function for your own reward "
+                   help="esjd, esjd-sqrt-l, autocorrelation, min-ess, or module:function for "
+                        "your own reward "
                         "(positions, stats, num_grads) -> float")
     p.add_argument("--thin", type=int, default=1, help="keep every n-th draw")
     p.add_argument("--adapt-mass", choices=("diag", "dense"), default=None,

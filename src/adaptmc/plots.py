@@ -21,7 +21,7 @@ import numpy as np
 
 from adaptmc.run import RECORD_FIELDS
 from adaptmc.tuners import acquisition as acq
-from adaptmc.tuners.bandit import normalise_rewards
+from adaptmc.tuners.bandit import ANNEAL_RATE, SIGNAL_VAR, normalise_rewards
 from adaptmc.tuners.box import Box, from_unit, make_box, to_unit
 from adaptmc.tuners.gp import GPPosterior, gp_fit, gp_predict, unique_points
 from adaptmc.tuners.schedules import Schedule, exponential
@@ -43,7 +43,7 @@ def tuning_record(idata) -> dict:
 
 
 def fit_surrogate(box: Box, points: np.ndarray, rewards: np.ndarray, alpha: float = 0.2,
-                  signal_var: float = 1.0, noise_var: float = 0.01) -> GPPosterior:
+                  signal_var: float = SIGNAL_VAR, noise_var: float = 0.01) -> GPPosterior:
     """The GP of `adaptmc.tuners.gp_ucb` on ``points: (n, d)`` (box units) and raw
     ``rewards: (n,)`` (normalised to [0, 1], failures 0)."""
     return gp_fit(to_unit(box, points), normalise_rewards(rewards), np.full(box.dim, alpha),
@@ -91,7 +91,7 @@ def plot_slice(ax_mean, ax_acq, box: Box, points: np.ndarray, rewards: np.ndarra
     tried settings on that slice, and below it the annealed UCB acquisition
     ``mu + p_n sqrt(beta_n) sd`` that the next proposal would maximise (``schedule`` default
     ``exp(-0.01 (i - 1))``)."""
-    schedule = exponential(0.01) if schedule is None else schedule
+    schedule = exponential(ANNEAL_RATE) if schedule is None else schedule
     post = fit_surrogate(box, points, rewards, **gp_kwargs)
     best = _best_point(box, post, points, rewards)
     unit = np.tile(to_unit(box, best), (resolution, 1))
