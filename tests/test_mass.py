@@ -113,3 +113,6 @@ def test_cli_adapt_mass(tmp_path, capsys):
     assert main(["sample", "--target", "neal-100d", "--adapt-mass", "diag", "--kernel", "hmc",
                  "--inverse-mass", "2", "--out", str(tmp_path / "bad"), "--no-progress"]) == 2
     assert "exclude each other" in capsys.readouterr().err
+    assert main(["sample", "--target", "neal-100d", "--adapt-mass", "diag", "--warmup", "4",
+                 "--mass-warmup", "5", "--out", str(tmp_path / "bad2"), "--no-progress"]) == 2
+    assert "cannot exceed" in capsys.readouterr().err

@@ -121,6 +121,9 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--adapt-mass", choices=("diag", "dense"), default=None,
                    help="estimate the inverse mass matrix during --warmup (>= 3), with the "
                         "step size; the tuner takes over after warm-up")
+    p.add_argument("--mass-warmup", type=int, default=None,
+                   help="super-transitions of mass adaptation (default: all of --warmup); "
+                        "the rest of the warm-up lets the tuner explore without keeping draws")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="run folder to write")
     p.add_argument("--force", action="store_true", help="overwrite an existing run folder")
@@ -285,7 +288,10 @@ def cmd_sample(args, resume: bool = False) -> int:
         if args.inverse_mass is not None:
             raise ValueError("--adapt-mass and --inverse-mass exclude each other")
         step = args.step_size if args.step_size is not None else 0.1
-        tuner = mass_adaptation(tuner, target.dim, args.warmup,
+        mass_warmup = getattr(args, "mass_warmup", None) or args.warmup
+        if mass_warmup > args.warmup:
+            raise ValueError("--mass-warmup cannot exceed --warmup")
+        tuner = mass_adaptation(tuner, target.dim, mass_warmup,
                                 dense=args.adapt_mass == "dense", initial_step_size=step)
     result = run(
         target,
