@@ -168,6 +168,8 @@ def run(
         ckpt = io.load_npz(run_dir / io.CHECKPOINT)
         meta = json.loads(bytes(ckpt["meta"]).decode())
         start_index, total_grads, num_chunks = meta["next"], meta["total_grads"], meta["chunks"]
+        if not np.array_equal(ckpt["key"], np.asarray(jax.random.key_data(key_run))):
+            raise ValueError("cannot resume: the checkpoint's PRNG key differs from this run's")
         states = io.arrays_to_tree("chain", ckpt, states)
         states = jax.tree.map(jnp.asarray, states)
         tuner_state = io.arrays_to_tree("tuner", ckpt, tuner_state)
@@ -243,7 +245,8 @@ def run(
         last = index == num_super_transitions - 1
         if run_dir is not None and ((index + 1 - start_index) % checkpoint_every == 0 or last):
             num_chunks = _checkpoint(
-                run_dir, pending, num_chunks, index + 1, total_grads, states, tuner_state, record
+                run_dir, pending, num_chunks, index + 1, total_grads, states, tuner_state, record,
+                key_run,
             )
             chunks.extend(pending)
             pending = []
@@ -253,7 +256,7 @@ def run(
     if stopped_early:
         if run_dir is not None and pending:
             _checkpoint(run_dir, pending, num_chunks, index, total_grads, states, tuner_state,
-                        record)
+                        record, key_run)
         return RunResult(None, total_grads, time.perf_counter() - started, loop.compile_s,
                          run_dir)
 
@@ -405,12 +408,15 @@ def _chunk_arrays(index, positions, stats, logdensity, params) -> dict:
 
 
 def _checkpoint(run_dir, pending, num_chunks, next_index, total_grads, states, tuner_state,
-                record) -> int:
+                record, key) -> int:
+    """Write the draws since the last checkpoint as a chunk, then the state (chains, tuner,
+    PRNG key data, counters, tuning record), each atomically; returns the chunk count."""
     merged = {k: np.concatenate([c[k] for c in pending], axis=1) for k in pending[0]}
     io.atomic_savez(io.chunk_path(run_dir, num_chunks), merged)
     num_chunks += 1
     meta = {"next": next_index, "total_grads": total_grads, "chunks": num_chunks}
-    arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
+    arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+              "key": np.asarray(jax.random.key_data(key))}
     arrays.update(io.tree_to_arrays("chain", states))
     arrays.update(io.tree_to_arrays("tuner", tuner_state))
     arrays.update({f"record/{k}": np.asarray(v) for k, v in record.items()})
