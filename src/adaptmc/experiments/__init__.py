@@ -36,7 +36,14 @@ def _tuned_vs_oracle(out, quick: bool = False, force: bool = False, seed: int = 
     return run_tuned_vs_oracle(out, quick=quick, force=force, seed=seed)
 
 
+def _main_vs_nuts(out, quick: bool = False, force: bool = False, seed: int = 0) -> int:
+    from adaptmc.experiments.main_vs_nuts import run_main_vs_nuts
+
+    return run_main_vs_nuts(out, quick=quick, force=force, seed=seed)
+
+
 EXPERIMENTS: dict[str, Callable[..., int]] = {
+    "main-vs-nuts": _main_vs_nuts,
     "tuned-vs-oracle": _tuned_vs_oracle,
     "hmc-cost": _hmc_cost,
     "gradient-adaptive": _gradient_adaptive,
