@@ -67,3 +67,25 @@ def test_unknown_option_is_refused(capsys):
         main(["sample", "--target", "gauss-2d-v1", "--out", "x", "--bogus", "1"])
     assert exc.value.code == 2
     assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_every_experiment_resolves_to_a_function():
+    import inspect
+
+    from adaptmc.experiments import EXPERIMENTS
+    from adaptmc.spec import load_object
+
+    for name, spec in EXPERIMENTS.items():
+        params = inspect.signature(load_object(spec, "experiment")).parameters
+        assert {"out", "quick", "force", "seed"} <= set(params), name
+
+
+def test_bad_module_function_specs_are_clear_errors():
+    from adaptmc.spec import load_object
+
+    with pytest.raises(ValueError, match="expected 'module:function'"):
+        load_object("nocolon", "target")
+    with pytest.raises(ValueError, match="has no 'nope'"):
+        load_object("adaptmc.run:nope", "objective")
+    with pytest.raises(ValueError, match="is not callable"):
+        load_object("adaptmc.run:STEP_FIELDS", "objective")

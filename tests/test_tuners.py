@@ -485,7 +485,7 @@ def test_cli_rejects_bad_tuner_options():
         make_tuner(parse(base + ["--box", "num_leapfrog=1:100", "--budget", "50"]))
     with pytest.raises(ValueError, match="unknown objective"):
         make_tuner(parse(base + ["--objective", "nope"]))
-    with pytest.raises(ValueError, match="cannot load objective"):
+    with pytest.raises(ValueError, match="has no 'nope' for objective"):
         make_tuner(parse(base + ["--objective", "adaptmc.objectives:nope"]))
 
 

@@ -221,8 +221,6 @@ def make_box(args):
 
 def _objective(spec: str, builtins: dict):
     """A built-in objective by name, or ``module:function`` for a model-specific reward."""
-    import importlib
-
     if spec in builtins:
         return builtins[spec]
     if ":" not in spec:
@@ -230,14 +228,9 @@ def _objective(spec: str, builtins: dict):
             f"unknown objective {spec!r}; choose one of {', '.join(builtins)} or give "
             "module:function"
         )
-    module_name, _, attr = spec.partition(":")
-    try:
-        function = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"cannot load objective {spec!r}: {err}") from err
-    if not callable(function):
-        raise ValueError(f"objective {spec!r} is not callable")
-    return function
+    from adaptmc.spec import load_object
+
+    return load_object(spec, "objective")
 
 
 def _number(text: str):
@@ -369,11 +362,11 @@ def cmd_targets(args) -> int:
 
 
 def cmd_reproduce(args) -> int:
-    from adaptmc.experiments import EXPERIMENTS
+    from adaptmc.experiments import run_experiment
 
     out = args.out or f"runs/{args.experiment}"
-    return int(EXPERIMENTS[args.experiment](out=out, quick=args.quick, force=args.force,
-                                            seed=args.seed) or 0)
+    return run_experiment(args.experiment, out, quick=args.quick, force=args.force,
+                          seed=args.seed)
 
 
 def cmd_bench(args) -> int:

@@ -13,20 +13,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from adaptmc.datasets import shared_dir
+
 LOGISTIC_SETS = ("australian", "german", "heart", "pima", "ripley", "caravan")
 
 
 def default_data_dir() -> Path:
-    """``$ADAPTMC_DATA`` if set, else ``../shared/data`` beside the working directory or
-    beside the installed source tree."""
-    env = os.environ.get("ADAPTMC_DATA")
-    if env:
-        return Path(env)
-    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
-        candidate = base.parent / "shared" / "data"
-        if candidate.is_dir():
-            return candidate
-    return Path.cwd().parent / "shared" / "data"
+    """``$ADAPTMC_DATA`` if set, else ``../shared/data`` (see `shared_dir`)."""
+    return shared_dir("data", "ADAPTMC_DATA")
 
 
 class LogisticData(NamedTuple):

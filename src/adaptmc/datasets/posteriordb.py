@@ -23,6 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from adaptmc.datasets import shared_dir
+
 POSTERIORS = (
     "eight_schools-eight_schools_noncentered",
     "arK-arK",
@@ -36,16 +38,8 @@ POSTERIORS = (
 
 
 def default_posteriordb_dir() -> Path:
-    """``$ADAPTMC_POSTERIORDB`` if set, else ``../shared/posteriordb`` beside the working
-    directory or beside the installed source tree."""
-    env = os.environ.get("ADAPTMC_POSTERIORDB")
-    if env:
-        return Path(env)
-    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
-        candidate = base.parent / "shared" / "posteriordb"
-        if candidate.is_dir():
-            return candidate
-    return Path.cwd().parent / "shared" / "posteriordb"
+    """``$ADAPTMC_POSTERIORDB`` if set, else ``../shared/posteriordb`` (see `shared_dir`)."""
+    return shared_dir("posteriordb", "ADAPTMC_POSTERIORDB")
 
 
 class Posterior(NamedTuple):

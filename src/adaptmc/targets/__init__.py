@@ -7,9 +7,9 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
+from adaptmc.spec import load_object
 from adaptmc.targets.base import Target, check_position, make_target
 from adaptmc.targets.funnel import banana, funnel
 from adaptmc.targets.gaussians import correlated_2d, gaussian, gp_gaussian_51d, neal_100d
@@ -45,21 +45,12 @@ def get_target(spec: str) -> Target:
             f"unknown target {spec!r}; built-ins: {', '.join(sorted(BUILTIN_TARGETS))}; "
             "or give 'module:function' for your own"
         )
-    module_name, _, attr = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ValueError(
-            f"cannot import module {module_name!r} for target {spec!r}: {err}"
-        ) from err
-    if not hasattr(module, attr):
-        raise ValueError(f"module {module_name!r} has no function {attr!r}")
-    made = getattr(module, attr)()
+    made = load_object(spec, "target")()
     if isinstance(made, Target):
         check_position(made, made.initial_position, "initial position")
         return made
     if isinstance(made, tuple) and len(made) == 2:
-        return make_target(made[0], made[1], name=attr)
+        return make_target(made[0], made[1], name=spec.partition(":")[2])
     raise ValueError(
         f"{spec} must return a Target or a (logdensity_fn, initial_params) pair, "
         f"got {type(made).__name__}"

@@ -1,0 +1,27 @@
+"""``package.module:function`` references, the one way a user's code (a target, a reward)
+or a lazily imported experiment is named on the command line."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+def load_object(spec: str, what: str) -> Any:
+    """Import ``module`` and return its attribute ``function`` for ``spec = "module:function"``;
+    raise `ValueError` naming ``what`` (e.g. "target") when it cannot."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"{what} {spec!r}: expected 'module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(
+            f"cannot import module {module_name!r} for {what} {spec!r}: {err}"
+        ) from err
+    if not hasattr(module, attr):
+        raise ValueError(f"module {module_name!r} has no {attr!r} for {what} {spec!r}")
+    obj = getattr(module, attr)
+    if not callable(obj):
+        raise ValueError(f"{what} {spec!r} is not callable")
+    return obj
