@@ -241,3 +241,10 @@ def test_warmup_draws_go_to_warmup_groups():
     assert result.idata.warmup_posterior.x.shape == (2, 10, 2)
     assert result.idata.posterior.x.shape == (2, 30, 2)
     assert math.isclose(float(result.idata.tuning.warmup.values.sum()), 1)
+
+
+def test_a_tuner_proposing_a_wrong_shape_is_refused_clearly():
+    tuner = grid({"inverse_mass": [np.ones(3)]})
+    with pytest.raises(ValueError, match=r"inverse_mass has shape \(3,\)"):
+        run(TARGET, hmc, HMCParams(), tuner=tuner, objective=esjd_per_grad,
+            num_super_transitions=2, gradient_budget=50, num_chains=1, progress=False)

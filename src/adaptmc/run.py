@@ -193,7 +193,7 @@ def run(
             proposal, tuner_state = tuner.propose(key_tune, tuner_state)
         else:
             proposal = tuner.best(tuner_state)
-        step_params = _with_proposal(kernel, params, proposal)
+        step_params = _with_proposal(kernel, params, proposal, target.dim)
         tuner_s = time.perf_counter() - tick
 
         num_steps = gradient_budget // kernel.cost(step_params)
@@ -372,7 +372,7 @@ class _Loop:
         return one_chain
 
 
-def _with_proposal(kernel: Kernel, params: Any, proposal: dict) -> Any:
+def _with_proposal(kernel: Kernel, params: Any, proposal: dict, dim: int) -> Any:
     unknown = set(proposal) - set(kernel.Params._fields)
     if unknown:
         raise ValueError(f"tuner proposed unknown parameters {sorted(unknown)} for {kernel.name}")
@@ -381,6 +381,7 @@ def _with_proposal(kernel: Kernel, params: Any, proposal: dict) -> Any:
         proposal["num_leapfrog"] = int(round(proposal["num_leapfrog"]))
     new = params._replace(**proposal)
     kernel.check_params(new)
+    _check_shapes(new, dim)
     return new
 
 
