@@ -116,3 +116,33 @@ def test_cli_adapt_mass(tmp_path, capsys):
     assert main(["sample", "--target", "neal-100d", "--adapt-mass", "diag", "--warmup", "4",
                  "--mass-warmup", "5", "--out", str(tmp_path / "bad2"), "--no-progress"]) == 2
     assert "cannot exceed" in capsys.readouterr().err
+
+
+def test_warm_start_shows_the_bandit_the_terminal_warmup_super_transitions():
+    """With warm_start the inner bandit records the last num_warmup // 5 warm-up settings (run
+    under the final metric) with their rewards, and starts from them; without, it starts
+    empty."""
+    num_warmup, rng = 10, np.random.default_rng(4)
+    for warm_start, expected in ((True, 2), (False, 0)):
+        tuner = mass_adaptation(tuners.gp_ucb(tuners.hmc_box()), 2, num_warmup,
+                                warm_start=warm_start)
+        state = tuner.init(None)
+        for index in range(num_warmup):
+            proposal, state = tuner.propose(None, state)
+            stats = {"acceptance_rate": 0.85, "divergences": 0,
+                     "positions": rng.normal(size=(4, 50, 2))}
+            state = tuner.update(state, proposal, float(index), stats)
+        inner = state["inner"]
+        assert len(inner["rewards"]) == expected
+        if warm_start:
+            assert list(inner["rewards"]) == [8.0, 9.0]
+            # the settings recorded are the warm-up's (step size in force, 10 steps)
+            np.testing.assert_allclose(inner["points"][:, 1], 10)
+            np.testing.assert_allclose(inner["current"], inner["points"][-1])
+
+
+def test_warm_start_refuses_a_tuner_of_other_parameters():
+    inner = tuners.gp_ucb(tuners.make_box({"step_size": (0.01, 1.0),
+                                           "refresh_angle": (0.1, 1.5)}))
+    with pytest.raises(ValueError, match="warm_start needs a tuner of step_size"):
+        mass_adaptation(inner, 2, 5, warm_start=True)

@@ -60,3 +60,33 @@ def test_missing_tuning_group_raises():
 
     with pytest.raises(ValueError, match="tuning"):
         plots.tuning_record(NoTuning())
+
+
+def test_log_box_axes_are_logarithmic_and_span_the_box(finished_run):
+    """A log box is drawn on log axes whose contour spans the box's values (the GP lives in
+    unit coordinates; the axes show the parameters)."""
+    from matplotlib.figure import Figure
+
+    idata, _ = finished_run
+    record = plots.tuning_record(idata)
+    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)},
+                   log=("step_size", "num_leapfrog"))
+    ax = Figure().subplots()
+    plots.plot_reward_surface(ax, box, record["points"], record["rewards"], resolution=5)
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    from matplotlib.contour import ContourSet
+
+    xs = np.concatenate([path.vertices[:, 0] for c in ax.collections
+                         if isinstance(c, ContourSet) for path in c.get_paths()
+                         if len(path.vertices)])
+    assert xs.min() == pytest.approx(0.05) and xs.max() == pytest.approx(0.3)
+    # the middle of the unit cube is the geometric mean of a log dimension
+    assert plots._axis_values(box, np.array(0.5), 0) == pytest.approx(np.sqrt(0.05 * 0.3))
+
+
+def test_skipped_warmup_points_stay_out_of_the_surface(finished_run, tmp_path):
+    idata, box = finished_run
+    written = plots.write_tuning_plots(idata, tmp_path, box=box, skip=3)
+    assert "reward_surface.png" in [p.name for p in written]
+    assert plots.write_tuning_plots(idata, tmp_path / "all", box=box, skip=8)[-1].name == \
+        "tuning_trace.png"  # nothing left for the tuner: only the trace

@@ -273,6 +273,7 @@ def cmd_sample(args, resume: bool = False) -> int:
     if ("adapt" in kernel.Params._fields and args.tuner == "fixed") or keep_adapting is not None:
         tuner = in_step_adaptation_tuner(kernel, keep_adapting)
         adapt_until = args.warmup if adapt_until is None else adapt_until
+    not_the_tuners = 0  # mass warm-up super-transitions the tuner never saw (for the plots)
     if getattr(args, "adapt_mass", None):
         from adaptmc.tuners.mass import mass_adaptation
 
@@ -285,7 +286,10 @@ def cmd_sample(args, resume: bool = False) -> int:
         if mass_warmup > args.warmup:
             raise ValueError("--mass-warmup cannot exceed --warmup")
         tuner = mass_adaptation(tuner, target.dim, mass_warmup,
-                                dense=args.adapt_mass == "dense", initial_step_size=step)
+                                dense=args.adapt_mass == "dense", initial_step_size=step,
+                                warm_start=args.tuner in BANDIT_TUNERS)
+        not_the_tuners = mass_warmup - (max(1, mass_warmup // 5)
+                                        if args.tuner in BANDIT_TUNERS else 0)
     result = run(
         target,
         kernel,
@@ -313,7 +317,7 @@ def cmd_sample(args, resume: bool = False) -> int:
         from adaptmc.plots import write_tuning_plots
 
         box = make_box(args) if args.tuner in BANDIT_TUNERS else None
-        for path in write_tuning_plots(result.idata, args.out, box=box):
+        for path in write_tuning_plots(result.idata, args.out, box=box, skip=not_the_tuners):
             print(f"plot: {path}")
     print(f"\nrun folder: {args.out} (draws.nc, summary.txt, config.json)")
     return 0

@@ -22,7 +22,7 @@ import numpy as np
 from adaptmc.run import RECORD_FIELDS
 from adaptmc.tuners import acquisition as acq
 from adaptmc.tuners.bandit import ANNEAL_RATE, SIGNAL_VAR, normalise_rewards
-from adaptmc.tuners.box import Box, from_unit, make_box, to_unit
+from adaptmc.tuners.box import Box, make_box, to_unit
 from adaptmc.tuners.gp import GPPosterior, gp_fit, gp_predict, unique_points
 from adaptmc.tuners.schedules import Schedule, exponential
 
@@ -55,6 +55,20 @@ def _best_point(box: Box, post: GPPosterior, points: np.ndarray, rewards: np.nda
     return pts[int(np.argmax(gp_predict(post, to_unit(box, pts))[0]))]
 
 
+def _axis_values(box: Box, u: np.ndarray, k: int) -> np.ndarray:
+    """Unit coordinates along box dimension ``k`` -> parameter values, log dimensions
+    geometrically, without rounding integers (the axes of a plot are continuous)."""
+    lo, hi = box.lower[k], box.upper[k]
+    if box.log is not None and box.log[k]:
+        return lo * (hi / lo) ** u
+    return lo + u * (hi - lo)
+
+
+def _set_scale(ax, box: Box, k: int, axis: str) -> None:
+    if box.log is not None and box.log[k]:
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+
+
 def plot_reward_surface(ax, box: Box, points: np.ndarray, rewards: np.ndarray,
                         dims: tuple[int, int] = (0, 1), resolution: int = 60, **gp_kwargs):
     """Contour of the GP mean over two box dimensions (others at the best setting) with the
@@ -67,8 +81,7 @@ def plot_reward_surface(ax, box: Box, points: np.ndarray, rewards: np.ndarray,
     unit = np.tile(to_unit(box, best), (ui.size, 1))
     unit[:, i], unit[:, j] = ui.ravel(), uj.ravel()
     mean = gp_predict(post, unit)[0].reshape(ui.shape)
-    xi = box.lower[i] + ui * (box.upper[i] - box.lower[i])
-    xj = box.lower[j] + uj * (box.upper[j] - box.lower[j])
+    xi, xj = _axis_values(box, ui, i), _axis_values(box, uj, j)
     filled = ax.contourf(xi, xj, mean, levels=20, cmap="viridis")
     ax.figure.colorbar(filled, ax=ax, label="GP mean of normalised reward")
     ok = np.isfinite(rewards)
@@ -80,6 +93,8 @@ def plot_reward_surface(ax, box: Box, points: np.ndarray, rewards: np.ndarray,
                label="best")
     ax.set_xlabel(box.names[i])
     ax.set_ylabel(box.names[j])
+    _set_scale(ax, box, i, "x")
+    _set_scale(ax, box, j, "y")
     ax.legend(loc="upper right", fontsize=7)
     return ax
 
@@ -96,8 +111,7 @@ def plot_slice(ax_mean, ax_acq, box: Box, points: np.ndarray, rewards: np.ndarra
     best = _best_point(box, post, points, rewards)
     unit = np.tile(to_unit(box, best), (resolution, 1))
     unit[:, dim] = np.linspace(0.0, 1.0, resolution)
-    x = from_unit(box, unit)[:, dim] if not box.integer[dim] else (
-        box.lower[dim] + unit[:, dim] * (box.upper[dim] - box.lower[dim]))
+    x = _axis_values(box, unit[:, dim], dim)
     mu, sd = gp_predict(post, unit)
     ax_mean.plot(x, mu, color="C0", label="GP mean")
     ax_mean.fill_between(x, mu - sd, mu + sd, color="C0", alpha=0.25, label="mean +/- sd")
@@ -116,6 +130,7 @@ def plot_slice(ax_mean, ax_acq, box: Box, points: np.ndarray, rewards: np.ndarra
     ax_acq.axvline(x[int(np.argmax(value))], color="C1", linestyle=":")
     ax_acq.set_ylabel("UCB acquisition")
     ax_acq.set_xlabel(box.names[dim])
+    _set_scale(ax_acq, box, dim, "x")
     return ax_mean, ax_acq
 
 
@@ -155,10 +170,12 @@ def infer_box(record: dict) -> Box | None:
 
 
 def write_tuning_plots(idata, out_dir: str | Path, box: Box | None = None,
-                       dpi: int = 110) -> list[Path]:
+                       dpi: int = 110, skip: int = 0) -> list[Path]:
     """Write ``tuning_trace.png`` and, when a box is given or can be inferred from the tried
     settings, ``reward_surface.png`` (two or more parameters) and ``reward_slice.png`` into
-    ``out_dir``. Returns the paths written."""
+    ``out_dir``. The first ``skip`` super-transitions were not the tuner's (mass-adaptation
+    warm-up, `adaptmc.tuners.mass`): the trace shades them and the surface and slice leave
+    them out, as the tuner never saw them. Returns the paths written."""
     from matplotlib.figure import Figure
 
     out_dir = Path(out_dir)
@@ -169,10 +186,16 @@ def write_tuning_plots(idata, out_dir: str | Path, box: Box | None = None,
     fig = Figure(figsize=(7, 2.0 * (1 + len(record["names"]))), layout="constrained")
     axes = fig.subplots(1 + len(record["names"]), 1, sharex=True, squeeze=False)[:, 0]
     plot_tuning_trace(axes, record)
+    if skip > 0:
+        for ax in axes:
+            ax.axvspan(-0.5, skip - 0.5, color="0.85", zorder=0)
+        axes[0].text(0.0, 1.0, " mass warm-up", transform=axes[0].transAxes, va="top",
+                     fontsize=7)
     axes[0].set_title(f"tuner {idata['tuning'].attrs.get('tuner', '?')}")
     written.append(out_dir / "tuning_trace.png")
     fig.savefig(written[-1], dpi=dpi)
 
+    record = {**record, "points": record["points"][skip:], "rewards": record["rewards"][skip:]}
     box = infer_box(record) if box is None else box
     ok = np.isfinite(record["rewards"])
     if box is None or not ok.any() or tuple(record["names"]) != tuple(box.names):

@@ -44,6 +44,7 @@ RECORD_FIELDS = (
     "warmup",
     "wall_s",
     "tuner_s",
+    "objective_s",
 )
 
 
@@ -211,6 +212,8 @@ def run(
         reward = float("nan")
         if objective is not None:
             reward = float(objective(positions, stats, spent))
+        objective_s = time.perf_counter() - tick
+        tick = time.perf_counter()
         summary = {
             "acceptance_rate": float(np.sum(totals[2]) / (num_steps * num_chains)),
             "divergences": int(np.sum(totals[1])),
@@ -235,6 +238,7 @@ def run(
             ("warmup", warmup),
             ("wall_s", wall_s),
             ("tuner_s", tuner_s),
+            ("objective_s", objective_s),
         ):
             record[name].append(value)
         pending.append(_chunk_arrays(index, positions, stats, logdensity, step_params))

@@ -26,7 +26,8 @@ def run_main_vs_nuts(out, quick: bool = False, force: bool = False, seed: int = 
     target = get_target("neal-100d")
     rows = []
     for s in range(seed, seed + (1 if quick else 5)):
-        tuner = mass_adaptation(tuners.gp_ucb(tuners.hmc_box()), target.dim, 10)
+        tuner = mass_adaptation(tuners.gp_ucb(tuners.hmc_box()), target.dim, 10,
+                                warm_start=True)
         result = run(target, hmc, HMCParams(jitter=0.2), tuner=tuner,
                      objective=OBJECTIVES["esjd-sqrt-l"], num_super_transitions=80,
                      gradient_budget=2000, num_chains=4, num_warmup=30, seed=s, progress=False)

@@ -32,6 +32,21 @@ Protocol choices, the same for the oracle and the tuned runs:
   gauss-2d-v2 (``eps`` near 1, ``L`` in 2..7 of 1..100) is 5 % of the ``L`` axis, less than a
   GP lengthscale, and GP-UCB settled on ``L = 1`` (tuned/oracle 0.15).
 - Wall times (ESS per second, tuner share) exclude XLA compilation, for HMC and for NUTS.
+  The tuner share is the time in ``propose`` and ``update`` (GP fit and DIRECT search of the
+  acquisition); the objective's time is reported apart.
+
+Two protocols (``mass_warmup``):
+
+- *unit mass* (``mass_warmup=0``): HMC with the identity mass matrix; per-target boxes
+  (``BOXES``), since the scales of the targets differ by 100x.
+- *whitened* (``mass_warmup=MASS_WARMUP``): every HMC run, oracle and tuned alike, starts with
+  `adaptmc.tuners.mass.mass_adaptation` (diagonal, Stan-like doubling windows) for
+  ``mass_warmup`` super-transitions inside the burn-in, then runs its (eps, L), fixed or
+  tuned, over the default box (`adaptmc.tuners.hmc_box`, eps in [0.01, 1], L in [1, 100]) for
+  every target. The oracle grid itself runs with a diagonal inverse mass estimated once per
+  target (`whitening_mass`); its winner is then re-measured with the full protocol, mass
+  adaptation included. This is what the README's main job does, and what NUTS's window
+  adaptation does for NUTS.
 """
 
 from __future__ import annotations
@@ -45,7 +60,9 @@ import numpy as np
 
 from adaptmc import diagnostics
 
-# target: (eps box, L box)
+# the whitened protocol's box for every target: `adaptmc.tuners.hmc_box`'s defaults
+DEFAULT_BOX = ((0.01, 1.0), (1, 100))
+# the unit-mass protocol's boxes, target: (eps box, L box)
 BOXES = {
     "gauss-2d-v1": ((0.01, 0.5), (1, 100)),
     "gauss-2d-v2": ((0.01, 1.0), (1, 100)),
@@ -59,6 +76,7 @@ def _min_ess_per_grad(idata, num_grads: int) -> float:
     return float(diagnostics.ess(positions).min() / num_grads)
 
 
+MASS_WARMUP = 15
 HMC_JITTER = 0.2
 OBJECTIVE = "esjd"
 # GP-UCB rewards compared on the same seeds: ESJD per gradient, and the ESJD / sqrt(L) of
@@ -66,7 +84,7 @@ OBJECTIVE = "esjd"
 REWARDS = ("esjd", "esjd-sqrt-l")
 
 
-def oracle_grid(target, box, budget, num_st, seed, points=8):
+def oracle_grid(target, box, budget, num_st, seed, points=8, inverse_mass=1.0):
     """ESS per gradient at every grid point; returns (rows, best)."""
     from adaptmc import run
     from adaptmc.kernels import HMCParams, hmc
@@ -80,7 +98,7 @@ def oracle_grid(target, box, budget, num_st, seed, points=8):
             if num_leapfrog > budget:
                 continue
             result = run(target, hmc, HMCParams(float(eps), int(num_leapfrog),
-                                                jitter=HMC_JITTER),
+                                                inverse_mass=inverse_mass, jitter=HMC_JITTER),
                          num_super_transitions=num_st, gradient_budget=budget, num_chains=4,
                          num_warmup=1, seed=seed, progress=False)
             divergences = int(result.idata.sample_stats.diverging.sum())
@@ -91,14 +109,39 @@ def oracle_grid(target, box, budget, num_st, seed, points=8):
     return rows, best
 
 
-def tuned_run(target, box, budget, num_st, num_warmup, seed, objective_name=OBJECTIVE):
+def whitening_mass(target, budget, mass_warmup, seed, dense=False):
+    """An inverse mass for the oracle grid of the whitened protocol: the posterior variances
+    (``dense``: covariance) of the draws of a mass-adapted run (``mass_warmup`` warm-up
+    super-transitions, then 10 more)."""
+    from adaptmc import run, tuners
+    from adaptmc.kernels import HMCParams, hmc
+    from adaptmc.tuners.mass import mass_adaptation
+
+    result = run(target, hmc, HMCParams(jitter=HMC_JITTER),
+                 tuner=mass_adaptation(tuners.fixed(), target.dim, mass_warmup, dense=dense),
+                 num_super_transitions=mass_warmup + 10, gradient_budget=budget, num_chains=4,
+                 num_warmup=mass_warmup, seed=seed, progress=False)
+    draws = result.idata.posterior["x"].values.reshape(-1, target.dim)
+    return np.cov(draws.T).reshape(target.dim, target.dim) if dense else draws.var(axis=0)
+
+
+def _with_mass(inner, target, mass_warmup, warm_start=False, dense=False):
+    from adaptmc.tuners.mass import mass_adaptation
+
+    return mass_adaptation(inner, target.dim, mass_warmup, warm_start=warm_start,
+                           dense=dense) if mass_warmup else inner
+
+
+def tuned_run(target, box, budget, num_st, num_warmup, seed, objective_name=OBJECTIVE,
+              mass_warmup=0, dense=False):
     from adaptmc import run, tuners
     from adaptmc.kernels import HMCParams, hmc
     from adaptmc.objectives import OBJECTIVES
 
     tuner_box = tuners.hmc_box(step_size=box[0], num_leapfrog=box[1], log=True)
     tick = time.perf_counter()
-    result = run(target, hmc, HMCParams(jitter=HMC_JITTER), tuner=tuners.gp_ucb(tuner_box),
+    result = run(target, hmc, HMCParams(jitter=HMC_JITTER),
+                 tuner=_with_mass(tuners.gp_ucb(tuner_box), target, mass_warmup, True, dense),
                  objective=OBJECTIVES[objective_name], num_super_transitions=num_st,
                  gradient_budget=budget, num_chains=4, num_warmup=num_warmup, seed=seed,
                  progress=False)
@@ -110,6 +153,7 @@ def tuned_run(target, box, budget, num_st, num_warmup, seed, objective_name=OBJE
         "grads": result.num_grads,
         "wall_s": wall,
         "tuner_share": float(tuning.tuner_s.sum() / wall),
+        "objective_share": float(tuning.objective_s.sum() / wall),
         "objective": objective_name,
         "after_burn_in": sorted({(round(float(a), 5), int(b)) for a, b in zip(
             tuning.step_size.values[num_warmup:], tuning.num_leapfrog.values[num_warmup:],
@@ -121,13 +165,16 @@ def tuned_run(target, box, budget, num_st, num_warmup, seed, objective_name=OBJE
     }
 
 
-def fixed_run(target, params, budget, num_st, num_warmup, seed):
-    from adaptmc import run
+def fixed_run(target, params, budget, num_st, num_warmup, seed, mass_warmup=0, dense=False):
+    from adaptmc import run, tuners
     from adaptmc.kernels import HMCParams, hmc
 
+    point = {"step_size": [params["step_size"]], "num_leapfrog": [params["num_leapfrog"]]}
     tick = time.perf_counter()
     result = run(target, hmc, HMCParams(params["step_size"], params["num_leapfrog"],
                                         jitter=HMC_JITTER),
+                 tuner=_with_mass(tuners.grid(point), target, mass_warmup, dense=dense)
+                 if mass_warmup else None,
                  num_super_transitions=num_st, gradient_budget=budget, num_chains=4,
                  num_warmup=num_warmup, seed=seed, progress=False)
     wall = time.perf_counter() - tick - result.compile_s
@@ -135,12 +182,13 @@ def fixed_run(target, params, budget, num_st, num_warmup, seed):
             "ess_per_s": float(diagnostics.ess(result.idata.posterior["x"].values).min() / wall)}
 
 
-def nuts_run(target, num_warmup, num_draws, seed, num_chains=4):
+def nuts_run(target, num_warmup, num_draws, seed, num_chains=4, dense=False):
     """BlackJAX NUTS, window adaptation, 4 chains; gradients counted exactly; wall time of the
     compiled warm-up and sampling (compilation excluded, as for HMC)."""
     import blackjax
 
-    warmup = blackjax.window_adaptation(blackjax.nuts, target.logdensity)
+    warmup = blackjax.window_adaptation(blackjax.nuts, target.logdensity,
+                                        is_mass_matrix_diagonal=not dense)
     keys = jax.random.split(jax.random.key(seed), num_chains)
 
     def one_chain(key):
@@ -168,7 +216,11 @@ def nuts_run(target, num_warmup, num_draws, seed, num_chains=4):
             "wall_s": wall}
 
 
-def run_tuned_vs_oracle(out, quick=False, force=False, seed=0, targets=None) -> int:
+def run_tuned_vs_oracle(out, quick=False, force=False, seed=0, targets=None,
+                        mass_warmup=MASS_WARMUP, dense=False) -> int:
+    """``adaptmc reproduce tuned-vs-oracle``; ``mass_warmup=0`` runs the unit-mass protocol
+    with the per-target boxes, otherwise the whitened one over the default box (``dense``:
+    dense mass matrices, for HMC and NUTS alike)."""
     from adaptmc.io import create_output_dir, prepare_output_dir
     from adaptmc.targets import get_target
 
@@ -176,24 +228,34 @@ def run_tuned_vs_oracle(out, quick=False, force=False, seed=0, targets=None) -> 
     path = prepare_output_dir(out, force=force)
     create_output_dir(path, force=force)
     names = targets or (["gauss-2d-v1", "neal-100d"] if quick else list(BOXES))
-    budget, num_st, num_warmup = (500, 30, 6) if quick else (2000, 150, 30)
+    budget, num_st, num_warmup = (500, 40, 20) if quick else (2000, 150, 30)
+    if mass_warmup:
+        mass_warmup = min(mass_warmup, num_warmup - 5)
     seeds = [seed] if quick else [seed, seed + 1, seed + 2]
     grid_points = 4 if quick else 8
     results = {}
     for name in names:
         target = get_target(name)
-        box = BOXES[name]
+        box = DEFAULT_BOX if mass_warmup else BOXES[name]
+        inverse_mass = whitening_mass(target, budget, mass_warmup, seed + 50, dense) \
+            if mass_warmup else 1.0
         print(f"[{name}] oracle grid ({grid_points}x{grid_points}) ...", flush=True)
-        grid_rows, best = oracle_grid(target, box, budget, 10, seed + 100, grid_points)
+        grid_rows, best = oracle_grid(target, box, budget, 10, seed + 100, grid_points,
+                                      inverse_mass)
         print(f"[{name}] oracle eps={best['step_size']:.4g} L={best['num_leapfrog']}; "
               "re-measuring, tuned runs and NUTS ...", flush=True)
-        oracle = [fixed_run(target, best, budget, num_st, num_warmup, s + 200) for s in seeds]
-        tuned = {reward: [tuned_run(target, box, budget, num_st, num_warmup, s + 300, reward)
+        oracle = [fixed_run(target, best, budget, num_st, num_warmup, s + 200, mass_warmup,
+                            dense)
+                  for s in seeds]
+        tuned = {reward: [tuned_run(target, box, budget, num_st, num_warmup, s + 300, reward,
+                                    mass_warmup, dense)
                           for s in seeds] for reward in REWARDS}
         # NUTS gets the same number of draws per chain as a sampling phase of ~1000 draws
-        nuts = [nuts_run(target, 1000, 1000 if quick else 2000, s + 400) for s in seeds]
+        nuts = [nuts_run(target, 1000, 1000 if quick else 2000, s + 400, dense=dense)
+                for s in seeds]
         results[name] = {"box": box, "grid": grid_rows, "oracle_point": best,
-                         "oracle": oracle, "tuned": tuned, "nuts": nuts}
+                         "oracle": oracle, "tuned": tuned, "nuts": nuts,
+                         "mass_warmup": mass_warmup, "dense": dense}
         med = {k: float(np.median([r["ess_per_grad"] for r in results[name][k]]))
                for k in ("oracle", "nuts")}
         for reward in REWARDS:
@@ -201,24 +263,30 @@ def run_tuned_vs_oracle(out, quick=False, force=False, seed=0, targets=None) -> 
             print(f"[{name}] min-ESS/grad: tuned ({reward}) {t:.4g}  oracle {med['oracle']:.4g}  "
                   f"NUTS {med['nuts']:.4g}  (tuned/oracle {t / med['oracle']:.2f})", flush=True)
         Path(path, "tuned_vs_oracle.json").write_text(json.dumps(results, indent=2))
-    table = markdown(results, budget, num_st, len(seeds), num_warmup)
+    table = markdown(results, budget, num_st, len(seeds), num_warmup, mass_warmup, dense)
     Path(path, "tuned_vs_oracle.md").write_text(table + "\n")
     print(table)
     return 0
 
 
-def markdown(results, budget, num_st, num_seeds, num_warmup=0) -> str:
+def markdown(results, budget, num_st, num_seeds, num_warmup=0, mass_warmup=0,
+             dense=False) -> str:
+    kind = "dense" if dense else "diagonal"
+    mass = (f"{kind} mass adaptation in the first {mass_warmup} super-transitions, then (eps, L)"
+            " over eps in [0.01, 1], L in [1, 100]" if mass_warmup else
+            "unit mass, per-target boxes")
     lines = [
         f"Budget: 4 chains x {num_st} super-transitions x {budget} gradients, the first "
         f"{num_warmup} burn-in (draws dropped, gradients counted) for oracle and tuned alike; "
+        f"{mass}; "
         f"HMC step size jittered by +-{HMC_JITTER:.0%}; GP-UCB in log (eps, L) "
         f"(tuned final (eps, L): first seed); medians over {num_seeds} seed(s); "
         "ESS = min bulk-ESS over coordinates; wall times exclude compilation.",
         "",
         "| target | reward | oracle (eps, L) | tuned final (eps, L) | min-ESS/1000 grads: "
         "tuned | oracle | NUTS | tuned / oracle | tuned / NUTS | min-ESS/s: tuned | NUTS "
-        "| tuner share of wall |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| tuner share of wall | objective share |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
         def med(runs, key):
@@ -233,7 +301,8 @@ def markdown(results, budget, num_st, num_seeds, num_warmup=0) -> str:
                 f"{r['oracle_point']['num_leapfrog']}) | ({final['step_size']:.3g}, "
                 f"{final['num_leapfrog']}) | {1000 * t:.3g} | {1000 * o:.3g} | {1000 * n:.3g} | "
                 f"{t / o:.2f} | {t / n:.2f} | {med(runs, 'ess_per_s'):.3g} | "
-                f"{med(r['nuts'], 'ess_per_s'):.3g} | {100 * med(runs, 'tuner_share'):.2f}% |"
+                f"{med(r['nuts'], 'ess_per_s'):.3g} | {100 * med(runs, 'tuner_share'):.2f}% "
+                f"| {100 * med(runs, 'objective_share'):.2f}% |"
             )
     return "\n".join(lines)
 

@@ -215,7 +215,7 @@ def gp_ucb(
     initial
         The first setting (default: uniform in the box).
     maxfun
-        DIRECT's evaluation budget (default ``500 d``).
+        DIRECT's evaluation budget (default ``100 d``).
     """
     box = _check_box(box)
     schedule = exponential(ANNEAL_RATE) if schedule is None else schedule
