@@ -146,3 +146,24 @@ def test_warm_start_refuses_a_tuner_of_other_parameters():
                                            "refresh_angle": (0.1, 1.5)}))
     with pytest.raises(ValueError, match="warm_start needs a tuner of step_size"):
         mass_adaptation(inner, 2, 5, warm_start=True)
+
+
+def test_cli_main_job_in_miniature(tmp_path, capsys):
+    """The README's first command, small: mass warm-up, warm-started GP-UCB, frozen at its best
+    setting after --adapt-until; plots leave out the warm-up the bandit never saw."""
+    import arviz as az
+
+    from adaptmc.cli import main
+
+    out = tmp_path / "demo"
+    code = main(["sample", "--target", "neal-100d", "--adapt-mass", "diag", "--mass-warmup", "5",
+                 "--warmup", "8", "--tuner", "gp-ucb", "--objective", "esjd-sqrt-l",
+                 "--adapt-until", "8", "--jitter", "0.2", "--super-transitions", "12",
+                 "--budget", "400", "--chains", "2", "--out", str(out), "--no-progress"])
+    assert code == 0
+    tuning = az.from_netcdf(out / "draws.nc").tuning
+    eps, steps = tuning.step_size.values, tuning.num_leapfrog.values
+    assert len(set(zip(eps[8:], steps[8:], strict=True))) == 1  # frozen after --adapt-until
+    assert np.all(steps[:5] == 10)  # the warm-up's fixed trajectory length
+    printed = capsys.readouterr().out
+    assert "reward_surface.png" in printed and "tuning_trace.png" in printed

@@ -11,7 +11,11 @@ import jax
 import numpy as np
 
 
-def run_main_vs_nuts(out, quick: bool = False, force: bool = False, seed: int = 0) -> int:
+def run_main_vs_nuts(out, quick: bool = False, force: bool = False, seed: int = 0,
+                     keep_adapting: bool = False) -> int:
+    """The README's first command (the bandit frozen at its best setting after the 30 burn-in
+    super-transitions, ``--adapt-until 30``) against NUTS, seeds ``seed..seed+4``;
+    ``keep_adapting`` lets the bandit go on adopting (with annealed probability) instead."""
     from adaptmc import diagnostics, run, tuners
     from adaptmc.experiments.tuned_vs_oracle import nuts_run
     from adaptmc.io import create_output_dir, prepare_output_dir
@@ -30,7 +34,8 @@ def run_main_vs_nuts(out, quick: bool = False, force: bool = False, seed: int = 
                                 warm_start=True)
         result = run(target, hmc, HMCParams(jitter=0.2), tuner=tuner,
                      objective=OBJECTIVES["esjd-sqrt-l"], num_super_transitions=80,
-                     gradient_budget=2000, num_chains=4, num_warmup=30, seed=s, progress=False)
+                     gradient_budget=2000, num_chains=4, num_warmup=30,
+                     adapt_until=None if keep_adapting else 30, seed=s, progress=False)
         ess = float(diagnostics.ess(result.idata.posterior["x"].values).min())
         final = result.idata.tuning
         nuts = nuts_run(target, 1000, 2000, s + 400)
