@@ -181,6 +181,7 @@ def run(
         io.remove_chunks_from(run_dir, 0)
 
     pending: list[dict] = []
+    frozen = None  # the tuner's best setting, computed once when adaptation stops
     bar = _progress(progress, num_super_transitions, start_index)
     stopped_early = False
     for index in range(start_index, num_super_transitions):
@@ -193,7 +194,8 @@ def run(
         if adapting:
             proposal, tuner_state = tuner.propose(key_tune, tuner_state)
         else:
-            proposal = tuner.best(tuner_state)
+            frozen = tuner.best(tuner_state) if frozen is None else frozen
+            proposal = frozen
         step_params = _with_proposal(kernel, params, proposal, target.dim)
         tuner_s = time.perf_counter() - tick
 
