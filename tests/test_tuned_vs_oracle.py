@@ -31,3 +31,5 @@ def test_markdown_names_the_protocol():
     assert "unit mass" in tuned_vs_oracle.markdown(results, 2000, 150, 1, 30, 0)
     dense = tuned_vs_oracle.markdown(results, 2000, 150, 1, 30, 15, dense=True)
     assert "dense mass adaptation in the first 15" in dense and "| 1.00 |" in dense
+    frozen = tuned_vs_oracle.markdown(results, 2000, 150, 1, 30, 15, freeze=True)
+    assert "frozen at its best setting" in frozen

@@ -133,7 +133,7 @@ def _with_mass(inner, target, mass_warmup, warm_start=False, dense=False):
 
 
 def tuned_run(target, box, budget, num_st, num_warmup, seed, objective_name=OBJECTIVE,
-              mass_warmup=0, dense=False):
+              mass_warmup=0, dense=False, freeze=False):
     from adaptmc import run, tuners
     from adaptmc.kernels import HMCParams, hmc
     from adaptmc.objectives import OBJECTIVES
@@ -143,6 +143,7 @@ def tuned_run(target, box, budget, num_st, num_warmup, seed, objective_name=OBJE
     result = run(target, hmc, HMCParams(jitter=HMC_JITTER),
                  tuner=_with_mass(tuners.gp_ucb(tuner_box), target, mass_warmup, True, dense),
                  objective=OBJECTIVES[objective_name], num_super_transitions=num_st,
+                 adapt_until=num_warmup if freeze else None,
                  gradient_budget=budget, num_chains=4, num_warmup=num_warmup, seed=seed,
                  progress=False)
     wall = time.perf_counter() - tick - result.compile_s
@@ -217,10 +218,11 @@ def nuts_run(target, num_warmup, num_draws, seed, num_chains=4, dense=False):
 
 
 def run_tuned_vs_oracle(out, quick=False, force=False, seed=0, targets=None,
-                        mass_warmup=MASS_WARMUP, dense=False) -> int:
+                        mass_warmup=MASS_WARMUP, dense=False, freeze=False) -> int:
     """``adaptmc reproduce tuned-vs-oracle``; ``mass_warmup=0`` runs the unit-mass protocol
     with the per-target boxes, otherwise the whitened one over the default box (``dense``:
-    dense mass matrices, for HMC and NUTS alike)."""
+    dense mass matrices, for HMC and NUTS alike; ``freeze``: the bandit stops adapting at the
+    end of the burn-in and runs its best setting, as the README's main job does)."""
     from adaptmc.io import create_output_dir, prepare_output_dir
     from adaptmc.targets import get_target
 
@@ -248,14 +250,14 @@ def run_tuned_vs_oracle(out, quick=False, force=False, seed=0, targets=None,
                             dense)
                   for s in seeds]
         tuned = {reward: [tuned_run(target, box, budget, num_st, num_warmup, s + 300, reward,
-                                    mass_warmup, dense)
+                                    mass_warmup, dense, freeze)
                           for s in seeds] for reward in REWARDS}
         # NUTS gets the same number of draws per chain as a sampling phase of ~1000 draws
         nuts = [nuts_run(target, 1000, 1000 if quick else 2000, s + 400, dense=dense)
                 for s in seeds]
         results[name] = {"box": box, "grid": grid_rows, "oracle_point": best,
                          "oracle": oracle, "tuned": tuned, "nuts": nuts,
-                         "mass_warmup": mass_warmup, "dense": dense}
+                         "mass_warmup": mass_warmup, "dense": dense, "freeze": freeze}
         med = {k: float(np.median([r["ess_per_grad"] for r in results[name][k]]))
                for k in ("oracle", "nuts")}
         for reward in REWARDS:
@@ -263,18 +265,21 @@ def run_tuned_vs_oracle(out, quick=False, force=False, seed=0, targets=None,
             print(f"[{name}] min-ESS/grad: tuned ({reward}) {t:.4g}  oracle {med['oracle']:.4g}  "
                   f"NUTS {med['nuts']:.4g}  (tuned/oracle {t / med['oracle']:.2f})", flush=True)
         Path(path, "tuned_vs_oracle.json").write_text(json.dumps(results, indent=2))
-    table = markdown(results, budget, num_st, len(seeds), num_warmup, mass_warmup, dense)
+    table = markdown(results, budget, num_st, len(seeds), num_warmup, mass_warmup, dense,
+                     freeze)
     Path(path, "tuned_vs_oracle.md").write_text(table + "\n")
     print(table)
     return 0
 
 
 def markdown(results, budget, num_st, num_seeds, num_warmup=0, mass_warmup=0,
-             dense=False) -> str:
+             dense=False, freeze=False) -> str:
     kind = "dense" if dense else "diagonal"
     mass = (f"{kind} mass adaptation in the first {mass_warmup} super-transitions, then (eps, L)"
             " over eps in [0.01, 1], L in [1, 100]" if mass_warmup else
             "unit mass, per-target boxes")
+    if freeze:
+        mass += "; the bandit frozen at its best setting after the burn-in"
     lines = [
         f"Budget: 4 chains x {num_st} super-transitions x {budget} gradients, the first "
         f"{num_warmup} burn-in (draws dropped, gradients counted) for oracle and tuned alike; "
