@@ -146,3 +146,17 @@ def test_killed_worker_cell_is_retried_and_run_completes(tmp_path, client):
     assert [r["key"] for r in results] == [c.key for c in cells]
     assert all(np.isfinite(r["min_ess"]) and r["min_ess"] > 0 for r in results)
     assert killed not in client.run(os.getpid).values()  # the nanny restarted the worker
+
+
+@pytest.mark.parametrize("sampler", ["adaptmc-hmc-parametric", "adaptmc-hmc-hedge",
+                                     "adaptmc-hmc-sir"])
+def test_every_bandit_tuner_is_a_bench_sampler(sampler):
+    """Each bandit of `adaptmc.tuners` runs as a bench cell: tuning gradients counted apart
+    from sampling, the tuned setting reported, draws of the configured shape."""
+    config = bench.BenchConfig(num_chains=2, num_warmup=20, num_samples=30, num_tuning=3,
+                               tuning_budget=64, grid_leapfrog=(4,))
+    rows = bench.run_cells([bench.Cell("std-normal-10d", sampler, 0)], config)
+    row = rows[0]
+    assert row["cell"]["sampler"] == sampler
+    assert row["warmup_grads"] > 0 and row["sampling_grads"] > 0 and row["finite"]
+    assert 1 <= row["params"]["num_leapfrog"] <= 64 and row["params"]["step_size"] > 0

@@ -339,18 +339,47 @@ def adaptmc_hmc_grid(target, seed: int, config: BenchConfig) -> SamplerOutput:
     return _tuned_then_sample(target, seed, config, make)
 
 
-def adaptmc_hmc_gpucb(target, seed: int, config: BenchConfig) -> SamplerOutput:
-    """adaptmc's HMC: dual-averaging warm-up, then the annealed GP-UCB bandit (Wang, Mohamed &
-    de Freitas 2013) over step size in ``[0.5, 2] x`` the warm-up's and L in ``[1, 64]``."""
-    from adaptmc.tuners import gp_ucb, hmc_box
+def _bandit_then_sample(target, seed: int, config: BenchConfig, bandit) -> SamplerOutput:
+    """Dual-averaging warm-up, then ``bandit(box, initial=...)`` (any tuner of
+    `adaptmc.tuners.bandit`) over step size in ``[0.5, 2] x`` the warm-up's and L in
+    ``[1, 64]``, starting from the warm-up's step size and L = 10, then sampling at its best."""
+    from adaptmc.tuners import hmc_box
 
     def make(params):
         eps = float(params.step_size)
         box = hmc_box(step_size=(0.5 * eps, 2.0 * eps), num_leapfrog=(1, 64))
-        initial = {"step_size": eps, "num_leapfrog": 10}
-        return gp_ucb(box, initial=initial), config.num_tuning
+        return bandit(box, initial={"step_size": eps, "num_leapfrog": 10}), config.num_tuning
 
     return _tuned_then_sample(target, seed, config, make)
+
+
+def adaptmc_hmc_gpucb(target, seed: int, config: BenchConfig) -> SamplerOutput:
+    """The annealed GP-UCB bandit (Wang, Mohamed & de Freitas 2013), `_bandit_then_sample`."""
+    from adaptmc.tuners import gp_ucb
+
+    return _bandit_then_sample(target, seed, config, gp_ucb)
+
+
+def adaptmc_hmc_parametric(target, seed: int, config: BenchConfig) -> SamplerOutput:
+    """The Bayesian parametric bandit (Wang & de Freitas 2011), `_bandit_then_sample`."""
+    from adaptmc.tuners import parametric
+
+    return _bandit_then_sample(target, seed, config, parametric)
+
+
+def adaptmc_hmc_hedge(target, seed: int, config: BenchConfig) -> SamplerOutput:
+    """GP-Hedge over PI, EI and UCB (Hoffman et al. 2011), `_bandit_then_sample`."""
+    from adaptmc.tuners import hedge
+
+    return _bandit_then_sample(target, seed, config, hedge)
+
+
+def adaptmc_hmc_sir(target, seed: int, config: BenchConfig) -> SamplerOutput:
+    """The SIR stochastic policy (Mahendran et al. 2012), `_bandit_then_sample`; sampling
+    runs its best setting by posterior mean, not the mixture."""
+    from adaptmc.tuners import sir
+
+    return _bandit_then_sample(target, seed, config, sir)
 
 
 def adaptmc_gadmala(target, seed: int, config: BenchConfig) -> SamplerOutput:
@@ -473,12 +502,16 @@ SAMPLERS: dict[str, Callable[[Any, int, BenchConfig], SamplerOutput]] = {
     "adaptmc-hmc-da": adaptmc_hmc_da,
     "adaptmc-hmc-grid": adaptmc_hmc_grid,
     "adaptmc-hmc-gpucb": adaptmc_hmc_gpucb,
+    "adaptmc-hmc-parametric": adaptmc_hmc_parametric,
+    "adaptmc-hmc-hedge": adaptmc_hmc_hedge,
+    "adaptmc-hmc-sir": adaptmc_hmc_sir,
     "adaptmc-gadmala": adaptmc_gadmala,
     "blackjax-nuts": blackjax_nuts,
     "numpyro-nuts": numpyro_nuts,
 }
 
 DEFAULT_SAMPLERS = ("adaptmc-hmc-da", "adaptmc-hmc-grid", "adaptmc-hmc-gpucb",
+                    "adaptmc-hmc-parametric", "adaptmc-hmc-hedge", "adaptmc-hmc-sir",
                     "adaptmc-gadmala", "blackjax-nuts")
 
 POSTERIORDB_TARGETS = tuple(

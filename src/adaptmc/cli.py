@@ -57,7 +57,8 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
                         "funnel, logistic-german, bnn-robot-arm)")
     p.add_argument("--samplers", default=None,
                    help="comma-separated samplers (default: adaptmc-hmc-da, -grid, -gpucb, "
-                        "adaptmc-gadmala, blackjax-nuts; numpyro-nuts is optional)")
+                        "-parametric, -hedge, -sir, adaptmc-gadmala, blackjax-nuts; "
+                        "numpyro-nuts is optional)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per (target, sampler)")
     p.add_argument("--budget", type=int, default=None,
                    help="sampling draws per chain (warm-up: half as many)")
