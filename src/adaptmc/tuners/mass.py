@@ -19,9 +19,9 @@ takes over; it sees only super-transitions run under the final metric, so every 
 learns from is comparable. With ``warm_start=True`` it also sees the terminal warm-up
 super-transitions, which already run under the final metric at the bracketed step size: a
 bandit then starts from a measured good setting instead of a uniform draw from the box (on
-whitened German credit GP-UCB otherwise spent its early adoptions in the corners of the box
-and settled at a quarter of the oracle's ESS per gradient). With the target whitened, a
-default box such as eps in [0.01, 1] fits most posteriors.
+whitened German credit, one seed, GP-UCB otherwise spent its early adoptions in the corners
+of the box and settled at about a quarter of the oracle's ESS per gradient). With the
+target whitened, a default box such as eps in [0.01, 1] fits most posteriors.
 
 The run loop passes each super-transition's draws to ``update`` as ``stats["positions"]``
 (``(chains, draws, dim)``).
