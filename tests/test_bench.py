@@ -160,3 +160,20 @@ def test_every_bandit_tuner_is_a_bench_sampler(sampler):
     assert row["cell"]["sampler"] == sampler
     assert row["warmup_grads"] > 0 and row["sampling_grads"] > 0 and row["finite"]
     assert 1 <= row["params"]["num_leapfrog"] <= 64 and row["params"]["step_size"] > 0
+
+
+def test_nuts_reference_recovers_a_gaussian_and_is_cached(tmp_path):
+    """The long-NUTS reference (used for logistic regression) is right on a known Gaussian, in
+    MCSE units, and is computed once: the second call reads the cached JSON."""
+    from adaptmc.targets import gaussian
+
+    target = gaussian(np.array([1.0, -2.0, 0.5]), np.array([1.0, 4.0, 0.25]), name="g3")
+    kwargs = dict(num_chains=4, num_warmup=200, num_draws=1000, seed=3, directory=tmp_path)
+    ref = bench.nuts_reference(target, **kwargs)
+    z = (ref["mean"] - [1.0, -2.0, 0.5]) / ref["mcse"]
+    assert np.all(np.abs(z) < 4), z
+    np.testing.assert_allclose(ref["sd"], [1.0, 2.0, 0.5], rtol=0.1)
+    assert len(list(tmp_path.glob("reference-g3-*.json"))) == 1
+    again = bench.nuts_reference(target, **kwargs)
+    np.testing.assert_array_equal(again["mean"], ref["mean"])
+    assert again["names"] == ref["names"] == list(target.parameter_names)
