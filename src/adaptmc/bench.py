@@ -212,24 +212,36 @@ def nuts_reference(target, *, num_chains: int = REFERENCE_RUN["num_chains"],
 
 def _nuts_draws(target, num_chains, num_warmup, num_draws, seed) -> np.ndarray:
     """``(num_chains, num_draws, dim)`` BlackJAX NUTS draws after window adaptation."""
+    compiled, keys = compiled_nuts(target, num_chains, num_warmup, num_draws, seed)
+    return np.asarray(compiled(keys)[0])
+
+
+def compiled_nuts(target, num_chains: int, num_warmup: int, num_draws: int, seed: int,
+                  dense: bool = False):
+    """BlackJAX NUTS after window adaptation (diagonal, or ``dense``), ``num_chains`` chains
+    vmapped, compiled ahead so a caller can time the run alone. Returns ``(compiled, keys)``;
+    ``compiled(keys)`` gives ``(draws: (chains, draws, dim), sampling integration steps,
+    warm-up integration steps)``, each step one gradient."""
     import blackjax
     import jax
 
-    warmup = blackjax.window_adaptation(blackjax.nuts, target.logdensity)
+    warmup = blackjax.window_adaptation(blackjax.nuts, target.logdensity,
+                                        is_mass_matrix_diagonal=not dense)
 
     def one_chain(key):
         key_warm, key_draw = jax.random.split(key)
-        (state, params), _ = warmup.run(key_warm, target.initial_position, num_warmup)
+        (state, params), warm_info = warmup.run(key_warm, target.initial_position, num_warmup)
         nuts = blackjax.nuts(target.logdensity, **params)
 
         def body(s, k):
-            s, _ = nuts.step(k, s)
-            return s, s.position
+            s, info = nuts.step(k, s)
+            return s, (s.position, info.num_integration_steps)
 
-        return jax.lax.scan(body, state, jax.random.split(key_draw, num_draws))[1]
+        _, (draws, steps) = jax.lax.scan(body, state, jax.random.split(key_draw, num_draws))
+        return draws, steps.sum(), warm_info.info.num_integration_steps.sum()
 
     keys = jax.random.split(jax.random.key(seed), num_chains)
-    return np.asarray(jax.jit(jax.vmap(one_chain))(keys))
+    return jax.jit(jax.vmap(one_chain)).lower(keys).compile(), keys
 
 
 def _analytic(target, mean, sd) -> dict:

@@ -186,26 +186,9 @@ def fixed_run(target, params, budget, num_st, num_warmup, seed, mass_warmup=0, d
 def nuts_run(target, num_warmup, num_draws, seed, num_chains=4, dense=False):
     """BlackJAX NUTS, window adaptation, 4 chains; gradients counted exactly; wall time of the
     compiled warm-up and sampling (compilation excluded, as for HMC)."""
-    import blackjax
+    from adaptmc.bench import compiled_nuts
 
-    warmup = blackjax.window_adaptation(blackjax.nuts, target.logdensity,
-                                        is_mass_matrix_diagonal=not dense)
-    keys = jax.random.split(jax.random.key(seed), num_chains)
-
-    def one_chain(key):
-        key_warm, key_draw = jax.random.split(key)
-        (state, params), warm_info = warmup.run(key_warm, target.initial_position, num_warmup)
-        nuts = blackjax.nuts(target.logdensity, **params)
-
-        def body(s, k):
-            s, info = nuts.step(k, s)
-            return s, (s.position, info.num_integration_steps)
-
-        _, (draws, steps) = jax.lax.scan(body, state, jax.random.split(key_draw, num_draws))
-        warm_steps = warm_info.info.num_integration_steps
-        return draws, steps.sum(), warm_steps.sum()
-
-    compiled = jax.jit(jax.vmap(one_chain)).lower(keys).compile()
+    compiled, keys = compiled_nuts(target, num_chains, num_warmup, num_draws, seed, dense)
     tick = time.perf_counter()
     draws, steps, warm_steps = compiled(keys)
     draws = np.asarray(draws)
