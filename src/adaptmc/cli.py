@@ -276,7 +276,7 @@ def cmd_sample(args, resume: bool = False) -> int:
         adapt_until = args.warmup if adapt_until is None else adapt_until
     not_the_tuners = 0  # mass warm-up super-transitions the tuner never saw (for the plots)
     if getattr(args, "adapt_mass", None):
-        from adaptmc.tuners.mass import mass_adaptation
+        from adaptmc.tuners.mass import mass_adaptation, terminal_length
 
         if "inverse_mass" not in kernel.Params._fields:
             raise ValueError(f"--adapt-mass does not apply to kernel {kernel.name!r}")
@@ -289,7 +289,7 @@ def cmd_sample(args, resume: bool = False) -> int:
         tuner = mass_adaptation(tuner, target.dim, mass_warmup,
                                 dense=args.adapt_mass == "dense", initial_step_size=step,
                                 warm_start=args.tuner in BANDIT_TUNERS)
-        not_the_tuners = mass_warmup - (max(1, mass_warmup // 5)
+        not_the_tuners = mass_warmup - (terminal_length(mass_warmup)
                                         if args.tuner in BANDIT_TUNERS else 0)
     result = run(
         target,

@@ -22,7 +22,7 @@ import numpy as np
 from adaptmc.run import RECORD_FIELDS
 from adaptmc.tuners import acquisition as acq
 from adaptmc.tuners.bandit import ANNEAL_RATE, SIGNAL_VAR, normalise_rewards
-from adaptmc.tuners.box import Box, make_box, to_unit
+from adaptmc.tuners.box import Box, make_box, scale_unit, to_unit
 from adaptmc.tuners.gp import GPPosterior, gp_fit, gp_predict, unique_points
 from adaptmc.tuners.schedules import Schedule, exponential
 
@@ -55,15 +55,6 @@ def _best_point(box: Box, post: GPPosterior, points: np.ndarray, rewards: np.nda
     return pts[int(np.argmax(gp_predict(post, to_unit(box, pts))[0]))]
 
 
-def _axis_values(box: Box, u: np.ndarray, k: int) -> np.ndarray:
-    """Unit coordinates along box dimension ``k`` -> parameter values, log dimensions
-    geometrically, without rounding integers (the axes of a plot are continuous)."""
-    lo, hi = box.lower[k], box.upper[k]
-    if box.log is not None and box.log[k]:
-        return lo * (hi / lo) ** u
-    return lo + u * (hi - lo)
-
-
 def _set_scale(ax, box: Box, k: int, axis: str) -> None:
     if box.log is not None and box.log[k]:
         (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
@@ -81,7 +72,8 @@ def plot_reward_surface(ax, box: Box, points: np.ndarray, rewards: np.ndarray,
     unit = np.tile(to_unit(box, best), (ui.size, 1))
     unit[:, i], unit[:, j] = ui.ravel(), uj.ravel()
     mean = gp_predict(post, unit)[0].reshape(ui.shape)
-    xi, xj = _axis_values(box, ui, i), _axis_values(box, uj, j)
+    values = scale_unit(box, unit)  # continuous axes: integers not rounded
+    xi, xj = values[:, i].reshape(ui.shape), values[:, j].reshape(uj.shape)
     filled = ax.contourf(xi, xj, mean, levels=20, cmap="viridis")
     ax.figure.colorbar(filled, ax=ax, label="GP mean of normalised reward")
     ok = np.isfinite(rewards)
@@ -111,7 +103,7 @@ def plot_slice(ax_mean, ax_acq, box: Box, points: np.ndarray, rewards: np.ndarra
     best = _best_point(box, post, points, rewards)
     unit = np.tile(to_unit(box, best), (resolution, 1))
     unit[:, dim] = np.linspace(0.0, 1.0, resolution)
-    x = _axis_values(box, unit[:, dim], dim)
+    x = scale_unit(box, unit)[:, dim]  # continuous axis: integers not rounded
     mu, sd = gp_predict(post, unit)
     ax_mean.plot(x, mu, color="C0", label="GP mean")
     ax_mean.fill_between(x, mu - sd, mu + sd, color="C0", alpha=0.25, label="mean +/- sd")

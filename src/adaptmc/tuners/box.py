@@ -119,13 +119,20 @@ def to_unit(box: Box, x: np.ndarray) -> np.ndarray:
     return np.where(box.log, logged, linear)
 
 
-def from_unit(box: Box, u: np.ndarray) -> np.ndarray:
-    """``u: (..., d)`` in the unit cube -> ``(..., d)`` in the box, clipped, integer
-    parameters rounded."""
-    u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
+def scale_unit(box: Box, u: np.ndarray) -> np.ndarray:
+    """``u: (..., d)`` in the unit cube -> ``(..., d)`` in the box, log dimensions
+    geometrically; neither clipped nor rounded (the continuous axes of a plot)."""
+    u = np.asarray(u, dtype=float)
     x = box.lower + u * (box.upper - box.lower)
     if box.log is not None and box.log.any():
         x = np.where(box.log, box.lower * (box.upper / box.lower) ** u, x)
+    return x
+
+
+def from_unit(box: Box, u: np.ndarray) -> np.ndarray:
+    """``u: (..., d)`` in the unit cube -> ``(..., d)`` in the box, clipped, integer
+    parameters rounded."""
+    x = scale_unit(box, np.clip(np.asarray(u, dtype=float), 0.0, 1.0))
     return np.where(box.integer, np.round(x), x)
 
 

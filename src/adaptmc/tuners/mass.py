@@ -50,6 +50,12 @@ def window_ends(num_warmup: int, first: int = 1) -> np.ndarray:
     return np.asarray(ends, dtype=int)
 
 
+def terminal_length(num_warmup: int) -> int:
+    """Super-transitions at the end of a ``num_warmup`` warm-up that adapt only the step
+    size, under the final metric (Stan's terminal window; a fifth, at least one)."""
+    return max(1, num_warmup // 5)
+
+
 def regularised_covariance(count: float, m2: np.ndarray) -> np.ndarray:
     """Stan's regularised estimate from a Welford sum of squares ``m2`` over ``count`` draws:
     diagonal (``(dim,)``) or dense (``(dim, dim)``)."""
@@ -115,7 +121,7 @@ def mass_adaptation(
         raise ValueError(f"dim must be >= 1, got {dim}")
     if "inverse_mass" in inner.names:
         raise ValueError(f"tuner {inner.name!r} already sets inverse_mass")
-    terminal = max(1, num_warmup // 5)  # last super-transitions: step size only
+    terminal = terminal_length(num_warmup)
     ends = window_ends(num_warmup - terminal)
     if warm_start and not set(inner.names) <= {"step_size", "num_leapfrog"}:
         raise ValueError(f"warm_start needs a tuner of step_size and num_leapfrog only; "
