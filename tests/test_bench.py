@@ -177,3 +177,56 @@ def test_nuts_reference_recovers_a_gaussian_and_is_cached(tmp_path):
     again = bench.nuts_reference(target, **kwargs)
     np.testing.assert_array_equal(again["mean"], ref["mean"])
     assert again["names"] == ref["names"] == list(target.parameter_names)
+
+
+def test_bnn_quantities_are_invariant_to_the_networks_symmetries():
+    """Permuting hidden units and flipping the sign of a tanh unit's weights leave the
+    network's function, hence every BNN quantity, unchanged, while the weights change."""
+    import jax
+    from jax.flatten_util import ravel_pytree
+
+    from adaptmc.models import bnn
+
+    target = bench.bnn_robot_arm()
+    model = target.info["bnn"]
+    pos = bnn.unravel(model, jax.random.normal(jax.random.key(0), (target.dim,)))
+    w = {k: np.asarray(v) for k, v in pos.weights.items()}
+    perm = np.array([3, 0, 7, 1, 6, 2, 5, 4])
+    sign = np.array([1, -1, 1, 1, -1, 1, -1, 1], dtype=float)
+    moved = dict(w)
+    moved["input_hidden"] = w["input_hidden"][:, perm] * sign
+    moved["hidden_bias"] = w["hidden_bias"][perm] * sign
+    moved["hidden_output"] = w["hidden_output"][perm] * sign[:, None]
+    a = np.asarray(ravel_pytree(pos)[0])
+    b = np.asarray(ravel_pytree(bnn.BNNPosition(moved, pos.log_precisions))[0])
+    assert np.max(np.abs(a - b)) > 0.1
+    names, values = bench.quantities(target, np.stack([a, b])[:, None, :])
+    assert len(names) == 2 * bench.BNN_PROBES + 1 and names[-1] == "log_precision.noise"
+    np.testing.assert_allclose(values[0], values[1], rtol=1e-12, atol=1e-12)
+    expected = bnn.forward(model.spec, pos.weights, target.info["probes"])
+    np.testing.assert_allclose(values[0, 0, :-1], np.asarray(expected).ravel(), rtol=1e-12)
+
+
+def test_bnn_reference_refuses_chains_that_disagree(tmp_path):
+    """A Gibbs-within-HMC run far too short to mix (2 chains, 2 super-transitions) is no
+    reference: refused for its R-hat, and nothing is cached."""
+    target = bench.bnn_robot_arm()
+    with pytest.raises(RuntimeError, match="R-hat"):
+        bench.bnn_reference(target, directory=tmp_path, num_chains=2,
+                            num_super_transitions=2, budget=200, num_leapfrog=20)
+    assert not list(tmp_path.glob("*.json"))
+
+
+def test_evaluate_bnn_compares_its_quantities_with_the_cached_reference(tmp_path, monkeypatch):
+    """The BNN row of the bench is scored on `bnn_quantities` against `bnn_reference`, read
+    from the cache: draws whose quantities are the reference's own have zero error."""
+    monkeypatch.setenv("ADAPTMC_CACHE", str(tmp_path))
+    target = bench.bnn_robot_arm()
+    rng = np.random.default_rng(0)
+    positions = 0.3 * rng.standard_normal((8, 400, target.dim))
+    names, values = bench.quantities(target, positions)
+    bench._cached_reference(target, bench.bnn_reference_key(), tmp_path,
+                            lambda: (names, values))
+    result = bench.evaluate(target, bench.SamplerOutput(positions, 1, 1, 1.0, 0.0, 0, {}))
+    assert result["num_quantities"] == 2 * bench.BNN_PROBES + 1
+    assert result["worst"] in names and result["max_err_sd"] < 1e-9

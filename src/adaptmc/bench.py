@@ -25,6 +25,7 @@ unless ``force``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -125,7 +126,43 @@ def bnn_robot_arm(num_hidden: int = 8):
 
     data = generate(seed=0)
     model = make_bnn(MLPSpec(2, num_hidden, 2), data.x_train, data.y_train)
-    return bnn_target(model, name="bnn-robot-arm")
+    target = bnn_target(model, name="bnn-robot-arm")
+    probes = np.asarray(data.x_test[:BNN_PROBES])
+    return dataclasses.replace(target, info={**target.info, "probes": probes})
+
+
+BNN_PROBES = 6
+"""Test inputs at which `bnn_quantities` reads the network's outputs."""
+
+
+def bnn_quantities(target, positions: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """What is compared on a BNN: the regression function at ``target.info["probes"]`` (both
+    outputs) and the log noise precision. A weight's mean says nothing, because the posterior
+    is invariant to permuting hidden units and flipping the sign of a tanh unit's weights
+    (Neal 1996, Sec. 1.2), so chains that sample it well disagree on every weight; these
+    quantities are invariant to both."""
+    import jax
+    import jax.numpy as jnp
+
+    from adaptmc.models import bnn
+
+    model = target.info["bnn"]
+    probes = np.asarray(target.info["probes"])
+    positions = np.asarray(positions)
+    chains, draws, dim = positions.shape
+    flat = jnp.asarray(positions.reshape(-1, dim))
+    outputs = np.asarray(bnn.predict_flat(model, flat, jnp.asarray(probes)))
+    outputs = outputs.reshape(chains, draws, -1)  # probe-major, then output
+    lay = bnn.layout(model)
+    names = [f"f{k + 1}(probe {i})" for i in range(len(probes))
+             for k in range(model.spec.num_outputs)]
+    values = [outputs]
+    if "noise" in bnn.precision_groups(model):
+        log_noise = np.asarray(jax.vmap(
+            lambda p: lay.unravel_precisions(p[lay.num_weights:])["noise"])(flat))
+        values.append(log_noise.reshape(chains, draws, 1))
+        names.append("log_precision.noise")
+    return names, np.concatenate(values, axis=-1)
 
 
 def get_bench_target(name: str):
@@ -137,10 +174,12 @@ def get_bench_target(name: str):
     return get_target(name)
 
 
-def reference(target) -> dict | None:
+def reference(target, log: Callable[[str], None] | None = None) -> dict | None:
     """``{"names", "mean", "sd", "mcse"}`` over the quantities `quantities` returns: the
     posteriordb reference, the analytic moments of a Gaussian or funnel, a long NUTS run for
-    logistic regression (`nuts_reference`), or None (the BNN)."""
+    logistic regression (`nuts_reference`), Neal's Gibbs-within-HMC for the BNN
+    (`bnn_reference`, which reports its progress through ``log`` when it has to be
+    computed), or None."""
     info = target.info
     if "reference_mean" in info:
         names = list(info["reference_names"])
@@ -161,6 +200,8 @@ def reference(target) -> dict | None:
         return _analytic(target, info["mean"], sd)
     if target.name.startswith("logistic-"):
         return nuts_reference(target)
+    if "bnn" in info and "probes" in info:
+        return bnn_reference(target, log=log)
     return None
 
 
@@ -184,16 +225,78 @@ def nuts_reference(target, *, num_chains: int = REFERENCE_RUN["num_chains"],
     kept as JSON in ``directory`` (default `cache_dir`), so every cell, serial or on any
     worker, compares against the same numbers. Refuses a run whose max R-hat exceeds 1.01.
     Used for logistic regression; not for the BNN, where NUTS ran at its maximum tree depth on
-    every draw (BENCHMARKS.md, robot arm) and is no reference."""
+    every draw (BENCHMARKS.md, robot arm): see `bnn_reference`."""
+    key = f"{num_chains}x{num_draws}+{num_warmup}-s{seed}"
+    return _cached_reference(
+        target, key, directory,
+        lambda: (list(target.parameter_names),
+                 _nuts_draws(target, num_chains, num_warmup, num_draws, seed)),
+    )
+
+
+BNN_REFERENCE_RUN = {"num_chains": 8, "num_super_transitions": 2400, "budget": 10000,
+                     "step_size": 0.5, "num_leapfrog": 200, "jitter": 0.2, "seed": 20261122}
+"""The Gibbs-within-HMC run behind `bnn_reference` (per chain: ``num_super_transitions``
+super-transitions of ``budget`` gradients; the first quarter discarded)."""
+
+
+def bnn_reference(target, *, directory: Path | None = None, log: Callable | None = None,
+                  **run) -> dict:
+    """A reference for a BNN target over `bnn_quantities`: Neal's (1996, Ch. 3) scheme, HMC on
+    the weights with his per-weight step-size heuristic and Gibbs draws of the precisions
+    between trajectories (`adaptmc.models.bnn_hmc`), ``num_chains`` chains from separate
+    optimised starts (`adaptmc.experiments.robot_arm.find_start`), settings
+    `BNN_REFERENCE_RUN` (overridable by keyword). A different algorithm from every sampler
+    in the bench, whose joint (weights, log precisions) has the same marginal. Cached and
+    refused above R-hat 1.01 as `nuts_reference`."""
+    settings = {**BNN_REFERENCE_RUN, **run}
+    key = bnn_reference_key(settings)
+
+    def compute():
+        import jax
+        import jax.numpy as jnp
+
+        from adaptmc.experiments.robot_arm import find_start
+        from adaptmc.models.bnn_hmc import BNNHMCParams, bnn_hmc
+        from adaptmc.run import run as run_chain
+
+        model = target.info["bnn"]
+        keys = jax.random.split(jax.random.key(settings["seed"]), settings["num_chains"])
+        starts = jnp.stack([find_start(model, k, 2000)[0] for k in keys])
+        if log is not None:
+            log(f"reference for {target.name}: Gibbs-within-HMC, {settings['num_chains']} "
+                f"chains x {settings['num_super_transitions']} x {settings['budget']} gradients")
+        result = run_chain(
+            target, bnn_hmc,
+            BNNHMCParams(settings["step_size"], settings["num_leapfrog"],
+                                 settings["jitter"]),
+            num_super_transitions=settings["num_super_transitions"],
+            gradient_budget=settings["budget"], num_chains=settings["num_chains"],
+            seed=settings["seed"], initial_positions=starts, progress=log is not None,
+        )
+        positions = _positions(result)
+        return bnn_quantities(target, positions[:, positions.shape[1] // 4:])
+
+    return _cached_reference(target, key, directory, compute)
+
+
+def bnn_reference_key(settings: dict = BNN_REFERENCE_RUN) -> str:
+    """The cache key of `bnn_reference` with ``settings``."""
+    return "gibbs-hmc-" + "-".join(f"{k}{v}" for k, v in sorted(settings.items()))
+
+
+def _cached_reference(target, key: str, directory: Path | None, compute: Callable) -> dict:
+    """The reference kept at ``<directory>/reference-<target>-<key>.json``, or ``compute()``
+    -> ``(names, draws: (chains, draws, k))`` summarised, checked (max R-hat <= 1.01) and
+    written atomically."""
     from adaptmc import diagnostics, io
 
     directory = cache_dir() if directory is None else Path(directory)
-    key = f"{num_chains}x{num_draws}+{num_warmup}-s{seed}"
     path = directory / f"reference-{target.name}-{key}.json"
     if path.is_file():
         saved = json.loads(path.read_text())
         return {k: np.asarray(v) if k != "names" else v for k, v in saved.items()}
-    draws = _nuts_draws(target, num_chains, num_warmup, num_draws, seed)
+    names, draws = compute()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import arviz as az
@@ -202,8 +305,8 @@ def nuts_reference(target, *, num_chains: int = REFERENCE_RUN["num_chains"],
         mcse = np.array([float(az.mcse(draws[..., i], method="mean"))
                          for i in range(draws.shape[-1])])
     if not rhat <= 1.01:
-        raise RuntimeError(f"reference NUTS run for {target.name} has max R-hat {rhat:.3f}")
-    ref = {"names": list(target.parameter_names), "mean": draws.mean(axis=(0, 1)),
+        raise RuntimeError(f"reference run for {target.name} has max R-hat {rhat:.3f}")
+    ref = {"names": list(names), "mean": draws.mean(axis=(0, 1)),
            "sd": draws.std(axis=(0, 1), ddof=1), "mcse": mcse}
     directory.mkdir(parents=True, exist_ok=True)
     io.atomic_write_json(path, {**ref, "max_rhat": rhat})
@@ -253,7 +356,10 @@ def _analytic(target, mean, sd) -> dict:
 
 def quantities(target, positions: np.ndarray) -> tuple[list[str], np.ndarray]:
     """Names and ``(chains, draws, k)`` values of what is compared: a posteriordb target's
-    constrained parameters under the reference names, else the flat coordinates."""
+    constrained parameters under the reference names, a BNN's symmetry-invariant
+    `bnn_quantities`, else the flat coordinates."""
+    if "probes" in target.info:
+        return bnn_quantities(target, positions)
     if "constrain" in target.info:
         from adaptmc.targets.posteriordb import constrained_draws
 
@@ -881,12 +987,25 @@ def write_report(results: list[dict], out: str | os.PathLike, command: str) -> P
     )
     text = (f"Generated by `{command}`.\n\n{markdown_table(results)}\n\n"
             "Plot: ess_per_grad.png. Logistic regression is compared with a long NUTS run "
-            "(8 x 5000 draws, `nuts_reference`); accuracy columns are empty where the target "
-            "has no reference (the BNN); the ratio to NUTS is empty where "
+            "(8 x 5000 draws, `nuts_reference`); the BNN's quantities are its outputs at "
+            f"{BNN_PROBES} probe inputs and its log noise precision (`bnn_quantities`), "
+            "compared with a long Gibbs-within-HMC run (`bnn_reference`); accuracy columns are "
+            "empty where a target has no reference; the ratio to NUTS is empty where "
             f"either max R-hat exceeds {MAX_RHAT}.\n")
     (out / "results.md").write_text(text)
     plot_results(results, out / "ess_per_grad.png")
     return out / "results.md"
+
+
+def prepare_references(targets: list[str], log: Callable[[str], None] | None = print) -> None:
+    """Compute (or read) every target's reference here, before the cells, so that workers
+    sharing this machine's `cache_dir` find it instead of each computing it again; the
+    Gibbs-within-HMC run of the BNN takes about 40 minutes on one core and shows progress."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    for name in targets:
+        reference(get_bench_target(name), log=log)
 
 
 def run_bench(
@@ -907,6 +1026,7 @@ def run_bench(
     if unknown:
         raise ValueError(f"unknown samplers {unknown}; choose from {', '.join(SAMPLERS)}")
     cells = make_cells(targets, samplers, num_seeds)
+    prepare_references(targets, log)
     if workers == 0:  # auto: a local cluster when there is enough to share
         workers = min(len(cells), os.cpu_count() or 1) if len(cells) >= 4 else 1
     client = None
