@@ -89,3 +89,21 @@ def test_bad_module_function_specs_are_clear_errors():
         load_object("adaptmc.run:nope", "objective")
     with pytest.raises(ValueError, match="is not callable"):
         load_object("adaptmc.run:STEP_FIELDS", "objective")
+
+
+def test_gadmala_from_cli_starts_from_the_heuristic_step(tmp_path, capsys):
+    """Without --step-size, gadMALA's initial factor comes from Hoffman & Gelman's heuristic
+    at the start (the posteriordb start of kidiq has gradients near 1e5: h far below 0.1),
+    and the chain moves."""
+    out = tmp_path / "gad"
+    code = main(["sample", "--target", "pdb-kidiq-kidscore_momiq", "--kernel", "gadmala",
+                 "--warmup", "2", "--super-transitions", "4", "--budget", "100",
+                 "--chains", "2", "--out", str(out), "--no-progress"])
+    assert code == 0
+    text = capsys.readouterr().out
+    step = float(text.split("initial factor L = ")[1].split(" I")[0])
+    assert step < 0.01
+    import arviz as az
+
+    idata = az.from_netcdf(out / "draws.nc")
+    assert float(idata.sample_stats["accepted"].mean()) > 0.5  # at h = 0.1: none accepted

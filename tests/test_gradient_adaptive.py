@@ -258,3 +258,34 @@ def test_experiment_table_has_ratio_to_nuts_and_literature_rows():
     assert make_sampler("gadmala").keep_params.adapt == 0.0
     with pytest.raises(ValueError, match="unknown sampler"):
         make_sampler("slice")
+
+
+def _mala_acceptance(target, position, h, eps):
+    """Mean MALA acceptance probability of proposals ``eps`` from ``position``, ``L = h I``."""
+    from adaptmc.kernels.gradient_adaptive import GADState
+
+    logdensity, grad = target.logdensity_and_grad(jnp.asarray(position))
+    state = GADState(jnp.asarray(position), logdensity, grad, {}, None, None, None)
+    factor = {"log_diag": jnp.full(position.shape, math.log(h))}
+    log_r = jax.vmap(lambda e: _mala_proposal(factor, state, e, target, False)[3])(eps)
+    return float(jnp.mean(jnp.where(jnp.isfinite(log_r), jnp.exp(jnp.minimum(0.0, log_r)),
+                                    0.0)))
+
+
+@pytest.mark.parametrize("sd, start", [(1.0, 0.5), (1e-4, 1.0)])
+def test_initial_step_size_brackets_acceptance_one_half(sd, start):
+    """Hoffman & Gelman's heuristic: the returned h has mean acceptance above 1/2 and 2h
+    below, whether h must grow from 0.1 (a unit Gaussian) or shrink by orders of magnitude
+    (sd 1e-4 started 1e4 sds out, where h = 0.1 rejects everything)."""
+    from adaptmc.kernels.gradient_adaptive import initial_step_size
+
+    target = gaussian(np.zeros(10), np.full(10, sd**2), name="iso")
+    position = np.full(10, start)
+    key = jax.random.key(5)
+    h = initial_step_size(key, target, position)
+    eps = jax.random.normal(key, (10, 10), jnp.float64)
+    assert _mala_acceptance(target, position, 0.1, eps) < 0.5 or sd == 1.0
+    assert _mala_acceptance(target, position, h, eps) > 0.5
+    assert _mala_acceptance(target, position, 2 * h, eps) <= 0.5
+    if sd < 1:
+        assert h < 1e-3

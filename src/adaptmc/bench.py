@@ -572,9 +572,12 @@ def adaptmc_hmc_sir(target, seed: int, config: BenchConfig) -> SamplerOutput:
 
 
 def adaptmc_gadmala(target, seed: int, config: BenchConfig) -> SamplerOutput:
-    """gadMALA (Titsias & Dellaportas 2019): the factor adapts for ``mala_thin * num_warmup``
+    """gadMALA (Titsias & Dellaportas 2019): the factor starts at ``h I`` with ``h`` from
+    `initial_step_size` (Hoffman & Gelman's heuristic), adapts for ``mala_thin * num_warmup``
     steps, then is frozen for ``mala_thin * num_samples`` steps (a plain MALA)."""
-    from adaptmc.kernels.gradient_adaptive import gadmala
+    import jax
+
+    from adaptmc.kernels.gradient_adaptive import gadmala, initial_step_size
     from adaptmc.run import run
     from adaptmc.tuners.base import Tuner
 
@@ -592,7 +595,9 @@ def adaptmc_gadmala(target, seed: int, config: BenchConfig) -> SamplerOutput:
     switch = Tuner("burn-in-switch", ("adapt",), lambda key: {"count": np.asarray(0)},
                    propose, update, lambda state: {"adapt": 0.0})
     starts = initial_positions(target, seed, config.num_chains, config.init_jitter)
-    params = gadmala.Params(step_size=0.1)
+    # the smallest of the chains' Hoffman-Gelman starting steps: one L for all chains
+    step = min(initial_step_size(jax.random.key(seed), target, start) for start in starts)
+    params = gadmala.Params(step_size=step)
     result = run(
         target, gadmala, params, num_super_transitions=warm_st + sample_steps // steps_per_st,
         gradient_budget=steps_per_st, num_chains=config.num_chains, tuner=switch,

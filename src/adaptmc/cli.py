@@ -268,6 +268,14 @@ def cmd_sample(args, resume: bool = False) -> int:
     target = get_target(args.target)
     kernel = KERNELS[args.kernel]
     params = make_params(kernel, args)
+    if args.step_size is None and args.kernel.startswith(("gadmala", "gadrwm")):
+        from adaptmc.kernels.gradient_adaptive import initial_step_size
+
+        step = initial_step_size(jax.random.key(args.seed), target, target.initial_position,
+                                 proposal="mala" if args.kernel.startswith("gadmala") else "rwm")
+        params = params._replace(step_size=step)
+        print(f"initial factor L = {step:.3g} I (Hoffman & Gelman's heuristic; "
+              "--step-size sets it)")
     tuner, objective = make_tuner(args)
     adapt_until = args.adapt_until
     keep_adapting = getattr(args, "keep_adapting", None)

@@ -232,6 +232,40 @@ def speed_objective(factor, state: GADState, eps, target, beta, proposal, exact=
     return value, (y, logdensity_y, grad_y, log_ratio)
 
 
+def initial_step_size(key: Array, target, position, *, proposal: str = "mala",
+                      step_size: float = 0.1, num_draws: int = 10,
+                      max_doublings: int = 60) -> float:
+    """A starting ``h`` for the factor ``L = h I``: Hoffman & Gelman's (2014, Algorithm 4)
+    heuristic for HMC, applied to one gadMALA (or gadRWM) proposal. From ``step_size``,
+    ``h`` is doubled while, or halved until, the mean acceptance probability of
+    ``num_draws`` proposals from ``position`` (fixed noise from ``key``; a non-finite
+    ``log r`` counts as 0) exceeds 1/2; returns the largest ``h`` seen above 1/2. Without it
+    a chain started where the gradient is huge (an over-dispersed start on a posteriordb
+    posterior, gradients of order 1e6) rejects every proposal at ``h = 0.1`` and never
+    moves: rejected proposals with a non-finite ``log r`` carry no gradient to learn from."""
+    make = {"mala": _mala_proposal, "rwm": _rwm_proposal}[proposal]
+    position = jnp.asarray(position)
+    logdensity, grad = target.logdensity_and_grad(position)
+    state = GADState(position, logdensity, grad, {}, None, None, None)
+    eps = jax.random.normal(key, (num_draws, *position.shape), position.dtype)
+
+    @jax.jit
+    def acceptance(log_h):
+        factor = {"log_diag": jnp.full(position.shape, log_h, position.dtype)}
+        log_r = jax.vmap(lambda e: make(factor, state, e, target, False)[3])(eps)
+        prob = jnp.exp(jnp.minimum(0.0, log_r))
+        return jnp.mean(jnp.where(jnp.isfinite(log_r), prob, 0.0))
+
+    h = float(step_size)
+    up = bool(acceptance(jnp.log(h)) > 0.5)
+    for _ in range(max_doublings):
+        h_next = 2.0 * h if up else 0.5 * h
+        if bool(acceptance(jnp.log(h_next)) > 0.5) != up:
+            return h if up else h_next
+        h = h_next
+    return h
+
+
 def _make_step(proposal, exact: bool, needs_grad_when_frozen: bool):
     def step(key: Array, state: GADState, target, params) -> tuple[GADState, StepInfo]:
         key_eps, key_accept = jax.random.split(key)
