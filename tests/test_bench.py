@@ -201,20 +201,26 @@ def test_bnn_quantities_are_invariant_to_the_networks_symmetries():
     b = np.asarray(ravel_pytree(bnn.BNNPosition(moved, pos.log_precisions))[0])
     assert np.max(np.abs(a - b)) > 0.1
     names, values = bench.quantities(target, np.stack([a, b])[:, None, :])
-    assert len(names) == 2 * bench.BNN_PROBES + 1 and names[-1] == "log_precision.noise"
+    assert names == ["mse(train)", "mse(test)", "log_precision.noise"]
     np.testing.assert_allclose(values[0], values[1], rtol=1e-12, atol=1e-12)
-    expected = bnn.forward(model.spec, pos.weights, target.info["probes"])
-    np.testing.assert_allclose(values[0, 0, :-1], np.asarray(expected).ravel(), rtol=1e-12)
+    x_test, y_test = target.info["test"]
+    assert x_test.shape == (400, 2)
+    residual = np.asarray(bnn.forward(model.spec, pos.weights, x_test)) - y_test
+    np.testing.assert_allclose(values[0, 0, 1], np.mean(np.sum(residual**2, axis=1)),
+                               rtol=1e-12)
+    np.testing.assert_allclose(values[0, 0, 2], float(pos.log_precisions["noise"]))
 
 
 def test_bnn_reference_refuses_chains_that_disagree(tmp_path):
     """A Gibbs-within-HMC run far too short to mix (2 chains, 2 super-transitions) is no
-    reference: refused for its R-hat, and nothing is cached."""
+    reference: refused for its R-hat; only its diagnostics are kept, not a reference."""
     target = bench.bnn_robot_arm()
     with pytest.raises(RuntimeError, match="R-hat"):
         bench.bnn_reference(target, directory=tmp_path, num_chains=2,
                             num_super_transitions=2, budget=200, num_leapfrog=20)
-    assert not list(tmp_path.glob("*.json"))
+    kept = list(tmp_path.glob("*.json"))
+    assert [p.name.endswith(".refused.json") for p in kept] == [True]
+    assert len(json.loads(kept[0].read_text())["rhat"]) == 3
 
 
 def test_evaluate_bnn_compares_its_quantities_with_the_cached_reference(tmp_path, monkeypatch):
@@ -228,5 +234,5 @@ def test_evaluate_bnn_compares_its_quantities_with_the_cached_reference(tmp_path
     bench._cached_reference(target, bench.bnn_reference_key(), tmp_path,
                             lambda: (names, values))
     result = bench.evaluate(target, bench.SamplerOutput(positions, 1, 1, 1.0, 0.0, 0, {}))
-    assert result["num_quantities"] == 2 * bench.BNN_PROBES + 1
+    assert result["num_quantities"] == 3
     assert result["worst"] in names and result["max_err_sd"] < 1e-9
