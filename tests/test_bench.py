@@ -221,6 +221,24 @@ def test_bnn_reference_refuses_chains_that_disagree(tmp_path):
     kept = list(tmp_path.glob("*.json"))
     assert [p.name.endswith(".refused.json") for p in kept] == [True]
     assert len(json.loads(kept[0].read_text())["rhat"]) == 3
+    # a second call refuses at once instead of running the chains again
+    tick = time.perf_counter()
+    with pytest.raises(RuntimeError, match="diagnostics in"):
+        bench.bnn_reference(target, directory=tmp_path, num_chains=2,
+                            num_super_transitions=2, budget=200, num_leapfrog=20)
+    assert time.perf_counter() - tick < 1.0
+
+
+def test_a_refused_reference_means_no_accuracy_not_a_crash(tmp_path, monkeypatch):
+    """`reference` (and so a bench cell) goes on without accuracy when the reference was
+    refused, and says why."""
+    monkeypatch.setenv("ADAPTMC_CACHE", str(tmp_path))
+    target = bench.bnn_robot_arm()
+    path = tmp_path / f"reference-{target.name}-{bench.bnn_reference_key()}.refused.json"
+    path.write_text(json.dumps({"names": ["a"], "rhat": [1.2]}))
+    said = []
+    assert bench.reference(target, log=said.append) is None
+    assert "1.200" in said[0]
 
 
 def test_evaluate_bnn_compares_its_quantities_with_the_cached_reference(tmp_path, monkeypatch):
