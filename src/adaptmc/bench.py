@@ -275,8 +275,7 @@ def bnn_reference(target, *, directory: Path | None = None, log: Callable | None
                 f"chains x {settings['num_super_transitions']} x {settings['budget']} gradients")
         result = run_chain(
             target, bnn_hmc,
-            BNNHMCParams(settings["step_size"], settings["num_leapfrog"],
-                                 settings["jitter"]),
+            BNNHMCParams(settings["step_size"], settings["num_leapfrog"], settings["jitter"]),
             num_super_transitions=settings["num_super_transitions"],
             gradient_budget=settings["budget"], num_chains=settings["num_chains"],
             seed=settings["seed"], initial_positions=starts, progress=log is not None,
@@ -809,9 +808,9 @@ def compute_cell(cell: Cell, config: BenchConfig) -> dict:
         return {"cell": cell._asdict(), "key": cell.key, "seed": seed,
                 "config": asdict(config), **evaluate(target, output)}
     finally:
-        # a cell's compiled programs are never reused by another cell; without this a serial
-        # run of the full matrix died after about 75 cells ("LLVM compilation error: Cannot
-        # allocate memory") with most of the machine's memory free
+        # a cell's compiled programs are never reused by another cell, yet stay in the
+        # process: a serial run of the full matrix without this died after about 75 cells
+        # ("LLVM compilation error: Cannot allocate memory", most of the memory free)
         jax.clear_caches()
 
 
