@@ -284,8 +284,8 @@ def test_initial_step_size_brackets_acceptance_one_half(sd, start):
     key = jax.random.key(5)
     h = initial_step_size(key, target, position)
     eps = jax.random.normal(key, (10, 10), jnp.float64)
-    assert _mala_acceptance(target, position, 0.1, eps) < 0.5 or sd == 1.0
     assert _mala_acceptance(target, position, h, eps) > 0.5
     assert _mala_acceptance(target, position, 2 * h, eps) <= 0.5
-    if sd < 1:
+    if sd < 1:  # the default 0.1 accepts nothing there; the heuristic shrinks h 100-fold+
+        assert _mala_acceptance(target, position, 0.1, eps) == 0.0
         assert h < 1e-3

@@ -48,10 +48,12 @@ compared with the target covariance (see `scaled_covariance_error`).
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from adaptmc.kernels.base import Kernel, StepInfo, check_positive, metropolis_hastings, select
@@ -256,14 +258,16 @@ def initial_step_size(key: Array, target, position, *, proposal: str = "mala",
         prob = jnp.exp(jnp.minimum(0.0, log_r))
         return jnp.mean(jnp.where(jnp.isfinite(log_r), prob, 0.0))
 
-    h = float(step_size)
-    up = bool(acceptance(jnp.log(h)) > 0.5)
+    from adaptmc.tuners.mass import bracket_step  # the mass warm-up's doubling/halving
+
+    log_h, bracket = math.log(step_size), np.array([-np.inf, np.inf])
     for _ in range(max_doublings):
-        h_next = 2.0 * h if up else 0.5 * h
-        if bool(acceptance(jnp.log(h_next)) > 0.5) != up:
-            return h if up else h_next
-        h = h_next
-    return h
+        log_h, bracket = bracket_step(log_h, bracket, bool(acceptance(log_h) > 0.5))
+        if np.all(np.isfinite(bracket)):  # crossed 1/2: stop before bisecting
+            break
+    best = bracket[0] if np.isfinite(bracket[0]) else log_h
+    # only doublings and halvings were made: return step_size * 2^k exactly, not exp(log)
+    return float(step_size) * 2.0 ** round((best - math.log(step_size)) / math.log(2.0))
 
 
 def _make_step(proposal, exact: bool, needs_grad_when_frozen: bool):
