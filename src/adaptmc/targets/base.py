@@ -40,6 +40,10 @@ class Target:
         One name per flat coordinate, e.g. ``("beta[0]", "beta[1]", "sigma")``.
     info
         Free-form facts (true mean and covariance of a Gaussian, the data set's path...).
+    constrain
+        ``position: (dim,) -> {name: array}``, the model's parameters in their constrained
+        space (a positive scale as itself, not its log), named as the model names them; the
+        run loop stores draws through it when it is set. ``None``: draws are the positions.
     """
 
     name: str
@@ -49,6 +53,7 @@ class Target:
     initial_position: Array
     parameter_names: tuple[str, ...]
     info: dict = field(default_factory=dict)
+    constrain: Callable[[Array], dict[str, Array]] | None = None
 
     def logdensity_and_grad(self, position: Array) -> tuple[Array, Array]:
         """``position: (dim,) -> (scalar, (dim,))`` through ``jax.value_and_grad``."""
@@ -89,6 +94,7 @@ def make_target(
     name: str = "user",
     info: dict | None = None,
     check: bool = True,
+    constrain: Callable[[Array], dict[str, Array]] | None = None,
 ) -> Target:
     """Build a `Target` from a JAX log density over a pytree.
 
@@ -103,6 +109,9 @@ def make_target(
     check
         Evaluate the log density and its gradient at the start and raise `ValueError` if
         either is not finite, or if the log density is not a scalar.
+    constrain
+        ``position: (dim,) -> {name: array}`` in the model's constrained space, kept on the
+        `Target` (see `Target.constrain`).
     """
     flat, unravel = ravel_pytree(initial_params)
     flat = jnp.asarray(flat)
@@ -122,6 +131,7 @@ def make_target(
         initial_position=flat,
         parameter_names=_flat_names(initial_params),
         info=dict(info or {}),
+        constrain=constrain,
     )
     if check:
         check_position(target, flat, what="initial position")
