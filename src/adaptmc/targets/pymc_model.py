@@ -44,6 +44,11 @@ def from_pymc(model: Any, name: str | None = None) -> Target:
     ------
     ValueError
         If the model has a discrete free variable or none at all.
+
+    Notes
+    -----
+    Importing ``pymc.sampling.jax`` sets JAX's 64-bit mode to match PyTensor's ``floatX``
+    (``float64`` by default): the whole process then computes in double precision.
     """
     from pymc.sampling.jax import get_jaxified_graph
 
