@@ -463,33 +463,45 @@ def test_dual_averaging_tuner_moves_step_size_toward_target():
 @pytest.mark.parametrize("name", ["gp-ucb", "parametric", "hedge", "sir", "random",
                                   "dual-averaging"])
 def test_cli_builds_each_tuner(name):
-    from adaptmc.cli import build_parser, make_tuner
+    from adaptmc.cli import build_parser, recipe_options
+    from adaptmc.recipes import build
 
     args = build_parser().parse_args([
         "sample", "--target", "gauss-2d-v1", "--tuner", name, "--out", "unused",
-        "--box", "step_size=0.02:0.5", "--schedule", "poly", "--anneal-rate", "0.7",
         "--objective", "autocorrelation",
+        *([] if name == "dual-averaging" else
+          ["--box", "step_size=0.02:0.5", "--schedule", "poly", "--anneal-rate", "0.7"]),
     ])
-    tuner, objective = make_tuner(args)
-    assert tuner.name == name and objective is adaptmc.objectives.autocorrelation_score
+    plan = build("manual", adaptmc.targets.get_target("gauss-2d-v1"), **recipe_options(args))
+    tuner = plan.tuner
+    assert tuner.name == name and plan.objective is adaptmc.objectives.autocorrelation_score
     proposal, _ = tuner.propose(jax.random.key(0), tuner.init(jax.random.key(1)))
     if name != "dual-averaging":
         assert 0.02 <= proposal["step_size"] <= 0.5 and 1 <= proposal["num_leapfrog"] <= 100
+        assert list(plan.box.lower) == [0.02, 1.0] and list(plan.box.upper) == [0.5, 100.0]
 
 
 def test_cli_rejects_bad_tuner_options():
-    from adaptmc.cli import build_parser, make_tuner
+    from adaptmc.cli import build_parser, recipe_options
+    from adaptmc.recipes import build
 
     parse = build_parser().parse_args
+    target = adaptmc.targets.get_target("gauss-2d-v1")
     base = ["sample", "--target", "gauss-2d-v1", "--tuner", "gp-ucb", "--out", "unused"]
-    with pytest.raises(ValueError, match="--anneal-rate needs --schedule"):
-        make_tuner(parse(base + ["--anneal-rate", "0.1"]))
-    with pytest.raises(ValueError, match="more than the --budget"):
-        make_tuner(parse(base + ["--box", "num_leapfrog=1:100", "--budget", "50"]))
+
+    def make(extra):
+        return build("manual", target, **recipe_options(parse(base + extra)))
+
+    with pytest.raises(ValueError, match="an anneal rate needs a schedule"):
+        make(["--anneal-rate", "0.1"])
+    with pytest.raises(ValueError, match="more than the budget"):
+        make(["--box", "num_leapfrog=1:100", "--budget", "50"])
     with pytest.raises(ValueError, match="unknown objective"):
-        make_tuner(parse(base + ["--objective", "nope"]))
+        make(["--objective", "nope"])
     with pytest.raises(ValueError, match="has no 'nope' for objective"):
-        make_tuner(parse(base + ["--objective", "adaptmc.objectives:nope"]))
+        make(["--objective", "adaptmc.objectives:nope"])
+    with pytest.raises(ValueError, match="a box and a schedule apply to bandit tuners"):
+        build("manual", target, tuner="fixed", box={"step_size": (0.1, 0.2)})
 
 
 def test_cli_sample_with_a_bandit_writes_plots(tmp_path):

@@ -10,6 +10,7 @@ The pieces compose in one call::
 """
 
 from adaptmc import diagnostics, kernels, objectives, targets, tuners
+from adaptmc.api import sample
 from adaptmc.run import RunResult, run
 from adaptmc.targets import Target, make_target
 
@@ -23,6 +24,7 @@ __all__ = [
     "make_target",
     "objectives",
     "run",
+    "sample",
     "targets",
     "tuners",
 ]

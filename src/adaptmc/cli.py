@@ -1,7 +1,8 @@
 """Command line: ``adaptmc sample``, ``resume``, ``summary``, ``reproduce``, ``bench``.
 
-From the command line to a kernel step is two calls: `cmd_sample` builds the target,
-kernel, parameters and tuner from the arguments and calls `adaptmc.run.run`.
+From the command line to a kernel step: `cmd_sample` parses the options, builds the named
+recipe's `adaptmc.recipes.Plan` (`adaptmc.recipes.build`) and runs it (`adaptmc.api.run_plan`,
+which calls `adaptmc.run.run`).
 """
 
 from __future__ import annotations
@@ -10,11 +11,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
-TUNER_CHOICES = (
-    "fixed", "grid", "gp-ucb", "parametric", "hedge", "sir", "dual-averaging", "random",
-)
-BANDIT_TUNERS = ("gp-ucb", "parametric", "hedge", "sir", "random")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,57 +71,68 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_sample_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``adaptmc sample``: the recipe's (default None: the recipe's default;
+    an option the recipe does not take is refused) and the run's."""
+    from adaptmc.kernels import KERNELS
+    from adaptmc.recipes import RECIPES, TUNER_CHOICES
+
     p.add_argument("--target", required=True,
                    help="built-in target name (see `adaptmc targets`) or module:function")
-    from adaptmc.kernels import KERNELS
-
-    p.add_argument("--kernel", default="hmc", choices=sorted(KERNELS),
-                   help="kernels with in-step adaptation (gadmala, gadrwm, am, mala-da, "
-                        "hmc-da, ...) adapt during --warmup, then freeze")
-    p.add_argument("--keep-adapting", type=float, default=None, metavar="DECAY",
-                   help="gadmala/gadrwm: after warm-up keep adapting with the learning rate "
-                        "decaying as (1 + t)^-DECAY instead of freezing")
-    p.add_argument("--step-size", type=float, default=None, help="eps (default: kernel's)")
-    p.add_argument("--num-leapfrog", type=int, default=None, help="L, HMC only")
-    p.add_argument("--refresh-angle", type=float, default=None,
-                   help="partial momentum refreshment angle theta in (0, pi/2] (HMC)")
-    p.add_argument("--jitter", type=float, default=None, help="step-size jitter j in [0, 1) (HMC)")
-    p.add_argument("--inverse-mass", default=None,
-                   help="inverse mass: a number, or a .npy file holding a vector or matrix")
-    p.add_argument("--chains", type=int, default=4)
-    p.add_argument("--super-transitions", type=int, default=50,
-                   help="number of super-transitions")
-    p.add_argument("--budget", type=int, default=1000,
-                   help="gradient evaluations per chain per super-transition (S)")
-    p.add_argument("--warmup", type=int, default=5, help="warm-up super-transitions")
-    p.add_argument("--adapt-until", type=int, default=None,
-                   help="freeze the tuner's best setting after this many super-transitions")
-    p.add_argument("--tuner", default="fixed", choices=TUNER_CHOICES)
-    p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...",
-                   help="values for the grid tuner, e.g. --grid step_size=0.1,0.2")
-    p.add_argument("--box", action="append", default=[], metavar="NAME=LOW:HIGH",
-                   help="search box of a bandit tuner, e.g. --box step_size=0.01:1 "
-                        "--box num_leapfrog=1:100 (the defaults for HMC)")
-    p.add_argument("--schedule", default=None, choices=("exp", "poly", "geometric", "constant"),
-                   help="adoption-probability schedule of a bandit tuner (default: exp for "
-                        "gp-ucb, hedge and sir, geometric for parametric, constant for random)")
-    p.add_argument("--anneal-rate", type=float, default=None,
-                   help="the schedule's parameter: lambda of exp(-lambda (i-1)) (default "
-                        "0.05), gamma of i^-gamma (0.5), rate of rate^(i-1) (0.99), p (1)")
-    p.add_argument("--target-accept", type=float, default=0.8,
-                   help="target acceptance rate of the dual-averaging tuner")
-    p.add_argument("--objective", default="esjd",
-                   help="esjd, esjd-sqrt-l, autocorrelation, min-ess, or module:function for "
-                        "your own reward "
-                        "(positions, stats, num_grads) -> float")
-    p.add_argument("--thin", type=int, default=1, help="keep every n-th draw")
-    p.add_argument("--adapt-mass", choices=("diag", "dense"), default=None,
-                   help="estimate the inverse mass matrix during --warmup (>= 3), with the "
-                        "step size; the tuner takes over after warm-up")
-    p.add_argument("--mass-warmup", type=int, default=None,
-                   help="super-transitions of mass adaptation (default: all of --warmup); "
-                        "the rest of the warm-up lets the tuner explore without keeping draws")
+    p.add_argument("--recipe", default="manual", choices=sorted(RECIPES),
+                   help="a named sampler of adaptmc.recipes (adaptive-hmc: the README's main "
+                        "recipe; manual: any --kernel with any --tuner)")
+    recipe = p.add_argument_group("recipe options (default: the recipe's)")
+    recipe.add_argument("--kernel", default=None, choices=sorted(KERNELS),
+                        help="kernels with in-step adaptation (gadmala, gadrwm, am, mala-da, "
+                             "hmc-da, ...) adapt during --warmup, then freeze")
+    recipe.add_argument("--keep-adapting", type=float, default=None, metavar="DECAY",
+                        help="gadmala/gadrwm: after warm-up keep adapting with the learning "
+                             "rate decaying as (1 + t)^-DECAY instead of freezing")
+    recipe.add_argument("--step-size", type=float, default=None, help="eps")
+    recipe.add_argument("--num-leapfrog", type=int, default=None, help="L, HMC only")
+    recipe.add_argument("--refresh-angle", type=float, default=None,
+                        help="partial momentum refreshment angle theta in (0, pi/2] (HMC)")
+    recipe.add_argument("--jitter", type=float, default=None,
+                        help="step-size jitter j in [0, 1) (HMC)")
+    recipe.add_argument("--inverse-mass", default=None,
+                        help="inverse mass: a number, or a .npy file holding a vector or matrix")
+    recipe.add_argument("--super-transitions", type=int, default=None,
+                        help="number of super-transitions")
+    recipe.add_argument("--budget", type=int, default=None,
+                        help="gradient evaluations per chain per super-transition (S)")
+    recipe.add_argument("--warmup", type=int, default=None, help="warm-up super-transitions")
+    recipe.add_argument("--adapt-until", type=int, default=None,
+                        help="freeze the tuner's best setting after this many "
+                             "super-transitions")
+    recipe.add_argument("--tuner", default=None, choices=TUNER_CHOICES)
+    recipe.add_argument("--grid", action="append", default=None, metavar="NAME=V1,V2,...",
+                        help="values for the grid tuner, e.g. --grid step_size=0.1,0.2")
+    recipe.add_argument("--box", action="append", default=None, metavar="NAME=LOW:HIGH",
+                        help="search box of a bandit tuner, e.g. --box step_size=0.01:1 "
+                             "--box num_leapfrog=1:100 (the defaults for HMC)")
+    recipe.add_argument("--schedule", default=None,
+                        choices=("exp", "poly", "geometric", "constant"),
+                        help="adoption-probability schedule of a bandit tuner (default: exp "
+                             "for gp-ucb, hedge and sir, geometric for parametric, constant "
+                             "for random)")
+    recipe.add_argument("--anneal-rate", type=float, default=None,
+                        help="the schedule's parameter: lambda of exp(-lambda (i-1)) (default "
+                             "0.05), gamma of i^-gamma (0.5), rate of rate^(i-1) (0.99), p (1)")
+    recipe.add_argument("--target-accept", type=float, default=None,
+                        help="target acceptance rate of dual averaging")
+    recipe.add_argument("--objective", default=None,
+                        help="esjd, esjd-sqrt-l, autocorrelation, min-ess, or module:function "
+                             "for your own reward (positions, stats, num_grads) -> float")
+    recipe.add_argument("--adapt-mass", choices=("diag", "dense"), default=None,
+                        help="estimate the inverse mass matrix during the warm-up, with the "
+                             "step size; the tuner takes over after it (adaptive-hmc: the "
+                             "metric, default diag)")
+    recipe.add_argument("--mass-warmup", type=int, default=None,
+                        help="super-transitions of mass adaptation (default: all of --warmup "
+                             "in manual); the rest of the warm-up lets the tuner explore")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--thin", type=int, default=1, help="keep every n-th draw")
     p.add_argument("--out", required=True, help="run folder to write")
     p.add_argument("--force", action="store_true", help="overwrite an existing run folder")
     p.add_argument("--checkpoint-every", type=int, default=10,
@@ -134,104 +141,70 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def make_params(kernel, args):
-    """The kernel's Params with the command-line overrides."""
+RECIPE_FLAGS = (
+    "kernel", "keep_adapting", "step_size", "num_leapfrog", "refresh_angle", "jitter",
+    "inverse_mass", "super_transitions", "budget", "warmup", "adapt_until", "tuner", "grid",
+    "box", "schedule", "anneal_rate", "target_accept", "objective", "adapt_mass", "mass_warmup",
+)
+
+
+def recipe_options(args) -> dict:
+    """The recipe options given on the command line, parsed, under the recipe's names
+    (``--adapt-mass`` is the ``metric`` of recipes that take one); the seed is passed too."""
+    from adaptmc.recipes import recipe_options as accepted
+
+    given = {name: getattr(args, name, None) for name in RECIPE_FLAGS}
+    given = {name: value for name, value in given.items() if value is not None}
+    if "inverse_mass" in given:
+        given["inverse_mass"] = _inverse_mass(given["inverse_mass"])
+    if "grid" in given:
+        given["grid"] = _parse_items(given["grid"], "--grid", "NAME=V1,V2,...", _grid_values)
+    if "box" in given:
+        given["box"] = _parse_items(given["box"], "--box", "NAME=LOW:HIGH", _box_bounds)
+    names = accepted(args.recipe)
+    if "adapt_mass" in given and "adapt_mass" not in names and "metric" in names:
+        given["metric"] = given.pop("adapt_mass")
+    for name in given:
+        if name not in names:
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"{flag} does not apply to recipe {args.recipe!r}")
+    return {**given, "seed": args.seed}
+
+
+def _parse_items(items: list[str], flag: str, form: str, parse) -> dict:
+    out = {}
+    for item in items:
+        name, sep, rest = item.partition("=")
+        if not sep or not name.strip() or not rest:
+            raise ValueError(f"{flag} {item!r}: expected {form}")
+        try:
+            out[name.strip()] = parse(rest)
+        except ValueError:
+            raise ValueError(f"{flag} {item!r}: expected {form} with numbers") from None
+    return out
+
+
+def _grid_values(text: str) -> list:
+    return [_number(v) for v in text.split(",")]
+
+
+def _box_bounds(text: str) -> tuple[float, float]:
+    low, colon, high = text.partition(":")
+    if not colon:
+        raise ValueError(text)
+    return float(low), float(high)
+
+
+def _inverse_mass(text: str):
     import numpy as np
 
-    fields = {}
-    for name, value in (
-        ("step_size", args.step_size),
-        ("num_leapfrog", args.num_leapfrog),
-        ("refresh_angle", args.refresh_angle),
-        ("jitter", args.jitter),
-    ):
-        if value is None:
-            continue
-        if name not in kernel.Params._fields:
-            raise ValueError(f"--{name.replace('_', '-')} does not apply to kernel {kernel.name!r}")
-        fields[name] = value
-    if args.inverse_mass is not None:
-        try:
-            fields["inverse_mass"] = float(args.inverse_mass)
-        except ValueError:
-            path = Path(args.inverse_mass)
-            if not path.is_file():
-                raise ValueError(f"--inverse-mass {args.inverse_mass!r}: no such file") from None
-            fields["inverse_mass"] = np.load(path, allow_pickle=False)
-    return kernel.Params(**fields)
-
-
-def make_tuner(args):
-    """Tuner and objective from ``--tuner``, ``--grid`` and ``--objective``."""
-    from adaptmc import tuners
-    from adaptmc.objectives import OBJECTIVES
-
-    objective = _objective(args.objective, OBJECTIVES)
-    if args.tuner == "fixed":
-        if args.grid:
-            raise ValueError("--grid needs --tuner grid")
-        return tuners.fixed(), objective
-    if args.tuner == "grid":
-        values = {}
-        for item in args.grid:
-            name, sep, vals = item.partition("=")
-            if not sep or not vals:
-                raise ValueError(f"--grid {item!r}: expected NAME=V1,V2,...")
-            values[name] = [_number(v) for v in vals.split(",")]
-        return tuners.grid(values), objective
-    if args.tuner == "dual-averaging":
-        step_size = args.step_size if args.step_size is not None else 0.1
-        return tuners.dual_averaging_tuner(
-            step_size, target_accept=getattr(args, "target_accept", 0.8)
-        ), objective
-    if args.tuner in BANDIT_TUNERS:
-        box = make_box(args)
-        schedule = None
-        if getattr(args, "schedule", None) is not None:
-            rate = getattr(args, "anneal_rate", None)
-            make = tuners.SCHEDULES[args.schedule]
-            schedule = make() if rate is None else make(rate)
-        elif getattr(args, "anneal_rate", None) is not None:
-            raise ValueError("--anneal-rate needs --schedule exp|poly|geometric|constant")
-        if args.tuner == "random":
-            return tuners.random_search(box, schedule=schedule), objective
-        make_bandit = {"gp-ucb": tuners.gp_ucb, "parametric": tuners.parametric,
-                       "hedge": tuners.hedge, "sir": tuners.sir}[args.tuner]
-        return make_bandit(box, schedule=schedule), objective
-    raise ValueError(f"unknown tuner {args.tuner!r}")
-
-
-def make_box(args):
-    """The bandit's search box from ``--box`` items over the kernel's default box
-    (HMC: step_size in [0.01, 1], num_leapfrog in [1, 100]; MALA and RWM: step_size)."""
-    from adaptmc import tuners
-
-    default = tuners.hmc_box()
-    if getattr(args, "kernel", "hmc") != "hmc":
-        default = tuners.make_box({"step_size": (0.01, 1.0)})
-    elif args.budget < 4 * default.upper[1]:
-        # at least 4 draws per super-transition, the fewest an objective scores
-        default = tuners.hmc_box(num_leapfrog=(1, max(2, args.budget // 4)))
-    box = tuners.parse_box(list(getattr(args, "box", None) or []), default)
-    top = box.upper[box.names.index("num_leapfrog")] if "num_leapfrog" in box.names else 0
-    if top > args.budget:
-        raise ValueError(f"--box num_leapfrog reaches {int(top)}, more than the "
-                         f"--budget {args.budget} gradients of a super-transition")
-    return box
-
-
-def _objective(spec: str, builtins: dict):
-    """A built-in objective by name, or ``module:function`` for a model-specific reward."""
-    if spec in builtins:
-        return builtins[spec]
-    if ":" not in spec:
-        raise ValueError(
-            f"unknown objective {spec!r}; choose one of {', '.join(builtins)} or give "
-            "module:function"
-        )
-    from adaptmc.spec import load_object
-
-    return load_object(spec, "objective")
+    try:
+        return float(text)
+    except ValueError:
+        path = Path(text)
+        if not path.is_file():
+            raise ValueError(f"--inverse-mass {text!r}: no such file") from None
+        return np.load(path, allow_pickle=False)
 
 
 def _number(text: str):
@@ -239,26 +212,13 @@ def _number(text: str):
     return int(value) if value.is_integer() and "." not in text and "e" not in text else value
 
 
-def in_step_adaptation_tuner(kernel, keep_adapting: float | None):
-    """For kernels that adapt inside every step: adapt during warm-up, then freeze
-    (``adapt = 0``) or, with ``keep_adapting``, go on with a decaying learning rate."""
-    from adaptmc.tuners.warmup import switch_after_warmup
-
-    if keep_adapting is None:
-        return switch_after_warmup()
-    if "lr_decay" not in kernel.Params._fields:
-        raise ValueError(f"--keep-adapting does not apply to kernel {kernel.name!r}")
-    return switch_after_warmup({"adapt": 1.0, "lr_decay": 0.0},
-                               {"adapt": 1.0, "lr_decay": float(keep_adapting)})
-
-
 def cmd_sample(args, resume: bool = False) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", not args.float32)
+    from adaptmc.api import run_plan
     from adaptmc.diagnostics import format_summary
-    from adaptmc.kernels import KERNELS
-    from adaptmc.run import run
+    from adaptmc.recipes import build
     from adaptmc.targets import get_target
 
     if not resume:
@@ -266,67 +226,22 @@ def cmd_sample(args, resume: bool = False) -> int:
 
         prepare_output_dir(args.out, force=args.force)  # fail before any work
     target = get_target(args.target)
-    kernel = KERNELS[args.kernel]
-    params = make_params(kernel, args)
-    if args.step_size is None and args.kernel.startswith(("gadmala", "gadrwm")):
-        from adaptmc.kernels.gradient_adaptive import initial_step_size
-
-        step = initial_step_size(jax.random.key(args.seed), target, target.initial_position,
-                                 proposal="mala" if args.kernel.startswith("gadmala") else "rwm")
-        params = params._replace(step_size=step)
-        print(f"initial factor L = {step:.3g} I (Hoffman & Gelman's heuristic; "
-              "--step-size sets it)")
-    tuner, objective = make_tuner(args)
-    adapt_until = args.adapt_until
-    keep_adapting = getattr(args, "keep_adapting", None)
-    if ("adapt" in kernel.Params._fields and args.tuner == "fixed") or keep_adapting is not None:
-        tuner = in_step_adaptation_tuner(kernel, keep_adapting)
-        adapt_until = args.warmup if adapt_until is None else adapt_until
-    not_the_tuners = 0  # mass warm-up super-transitions the tuner never saw (for the plots)
-    if getattr(args, "adapt_mass", None):
-        from adaptmc.tuners.mass import mass_adaptation, terminal_length
-
-        if "inverse_mass" not in kernel.Params._fields:
-            raise ValueError(f"--adapt-mass does not apply to kernel {kernel.name!r}")
-        if args.inverse_mass is not None:
-            raise ValueError("--adapt-mass and --inverse-mass exclude each other")
-        step = args.step_size if args.step_size is not None else 0.1
-        mass_warmup = getattr(args, "mass_warmup", None) or args.warmup
-        if mass_warmup > args.warmup:
-            raise ValueError("--mass-warmup cannot exceed --warmup")
-        tuner = mass_adaptation(tuner, target.dim, mass_warmup,
-                                dense=args.adapt_mass == "dense", initial_step_size=step,
-                                warm_start=args.tuner in BANDIT_TUNERS)
-        not_the_tuners = mass_warmup - (terminal_length(mass_warmup)
-                                        if args.tuner in BANDIT_TUNERS else 0)
-    result = run(
-        target,
-        kernel,
-        params,
-        num_super_transitions=args.super_transitions,
-        gradient_budget=args.budget,
-        num_chains=args.chains,
-        tuner=tuner,
-        objective=objective,
-        num_warmup=args.warmup,
-        adapt_until=adapt_until,
-        seed=args.seed,
-        output_dir=args.out,
-        force=args.force,
-        resume=resume,
-        checkpoint_every=args.checkpoint_every,
-        thin=args.thin,
-        progress=not args.no_progress,
-        config={"cli": vars(args)},
-    )
+    plan = build(args.recipe, target, **recipe_options(args))
+    if plan.kernel.name.startswith(("gadmala", "gadrwm")) and args.step_size is None:
+        print(f"initial factor L = {float(plan.params.step_size):.3g} I (Hoffman & Gelman's "
+              "heuristic; --step-size sets it)")
+    result = run_plan(target, plan, chains=args.chains, seed=args.seed, output_dir=args.out,
+                      force=args.force, resume=resume, checkpoint_every=args.checkpoint_every,
+                      thin=args.thin, progress=not args.no_progress,
+                      config={"cli": vars(args)})
     text = format_summary(result.idata)
     (Path(args.out) / "summary.txt").write_text(text + "\n")
     print(text)
-    if args.tuner not in ("fixed", "grid"):
+    if plan.options.get("tuner") not in ("fixed", "grid"):
         from adaptmc.plots import write_tuning_plots
 
-        box = make_box(args) if args.tuner in BANDIT_TUNERS else None
-        for path in write_tuning_plots(result.idata, args.out, box=box, skip=not_the_tuners):
+        for path in write_tuning_plots(result.idata, args.out, box=plan.box,
+                                       skip=plan.plot_skip):
             print(f"plot: {path}")
     print(f"\nrun folder: {args.out} (draws.nc, summary.txt, config.json)")
     return 0
@@ -340,7 +255,7 @@ def cmd_resume(args) -> int:
     if saved is None:
         raise ValueError(f"{args.run_dir!r} was not started from the command line; resume it "
                          "from Python with run(..., resume=True)")
-    sample_args = argparse.Namespace(**saved)
+    sample_args = argparse.Namespace(**{"recipe": "manual", **saved})
     sample_args.out = args.run_dir
     sample_args.no_progress = args.no_progress
     return cmd_sample(sample_args, resume=True)

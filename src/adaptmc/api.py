@@ -1,0 +1,83 @@
+"""The one-call API: ``adaptmc.sample(target, recipe="adaptive-hmc", chains=4, seed=0)``.
+
+``target`` may be a `Target`, a built-in name or ``module:function``, a pair
+``(logdensity_fn, initial_params)`` of a JAX log density over a pytree, a NumPyro model (with
+its data as further arguments) or a PyMC model (`adaptmc.targets.as_target`). Draws come
+back as ArviZ InferenceData, in the model's constrained space and with its variable names
+when the target knows them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adaptmc.recipes import Plan, build
+from adaptmc.run import RunResult, run
+
+
+def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
+             initial_positions: np.ndarray | None = None, output_dir: str | Path | None = None,
+             force: bool = False, resume: bool = False, checkpoint_every: int = 10,
+             thin: int = 1, progress: bool = True, config: dict | None = None) -> RunResult:
+    """Run ``plan`` (a recipe's `Plan`) on ``target`` with ``chains`` chains."""
+    config = {"recipe": plan.name, "options": plan.options, **(config or {})}
+    return run(
+        target, plan.kernel, plan.params,
+        num_super_transitions=plan.num_super_transitions,
+        gradient_budget=plan.gradient_budget, num_chains=chains, tuner=plan.tuner,
+        objective=plan.objective, num_warmup=plan.num_warmup, adapt_until=plan.adapt_until,
+        seed=seed, initial_positions=initial_positions, output_dir=output_dir, force=force,
+        resume=resume, checkpoint_every=checkpoint_every, thin=thin, progress=progress,
+        config=json.loads(json.dumps(config, default=_jsonable)),
+    )
+
+
+def sample(target: Any, *model_args, recipe: str = "adaptive-hmc", chains: int = 4,
+           seed: int = 0, output_dir: str | Path | None = None, force: bool = False,
+           thin: int = 1, progress: bool = True, model_kwargs: dict | None = None,
+           **options):
+    """Draw from ``target`` with the named ``recipe`` and return ArviZ InferenceData.
+
+    Parameters
+    ----------
+    target
+        A `Target`, a built-in target name or ``module:function``, a pair
+        ``(logdensity_fn, initial_params)``, a NumPyro model (``model_args`` and
+        ``model_kwargs`` are its data) or a PyMC model.
+    recipe
+        One of `adaptmc.recipes.RECIPES` (default: the README's adaptive HMC).
+    chains, seed, thin
+        Chains run in parallel, the run's seed, keep every ``thin``-th draw.
+    output_dir, force
+        Write a run folder (resumable, see `adaptmc.run.run`).
+    progress
+        Show a progress bar and print the summary at the end.
+    **options
+        The recipe's options (e.g. ``super_transitions``, ``budget``, ``tuner``,
+        ``metric``); an option the recipe does not take is a `ValueError`.
+    """
+    from adaptmc.targets import as_target
+
+    made = as_target(target, *model_args, **(model_kwargs or {}))
+    plan = build(recipe, made, seed=seed, **options)
+    result = run_plan(made, plan, chains=chains, seed=seed, output_dir=output_dir,
+                      force=force, thin=thin, progress=progress)
+    idata = result.idata
+    idata.attrs["recipe"] = plan.name
+    if progress:
+        from adaptmc.diagnostics import format_summary
+
+        print(format_summary(idata))
+    return idata
+
+
+def _jsonable(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return repr(value)

@@ -1,0 +1,159 @@
+"""Recipes: one source of truth for the named samplers, and the one-call API."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import adaptmc
+from adaptmc import recipes
+from adaptmc.api import run_plan
+from adaptmc.targets import get_target
+
+jax.config.update("jax_enable_x64", True)
+
+SMALL = {"super_transitions": 12, "budget": 200}
+
+
+def _draws(idata):
+    return np.concatenate([np.asarray(v.values).reshape(v.shape[0], v.shape[1], -1)
+                           for v in idata.posterior.data_vars.values()], axis=-1)
+
+
+def test_adaptive_hmc_is_manual_with_the_readme_options():
+    """The named recipe and the command line's general form with the README's options give
+    the same plan and identical draws."""
+    target = get_target("gauss-2d-v1")
+    named = recipes.adaptive_hmc(target, warmup=8, mass_warmup=5, adapt_until=8, **SMALL)
+    manual = recipes.manual(target, kernel="hmc", jitter=0.2, tuner="gp-ucb",
+                            objective="esjd-sqrt-l", warmup=8, adapt_until=8, adapt_mass="diag",
+                            mass_warmup=5, **SMALL)
+    assert named.tuner.name == manual.tuner.name == "mass+gp-ucb"
+    assert named.plot_skip == manual.plot_skip == 4
+    a = run_plan(target, named, chains=2, seed=3, progress=False)
+    b = run_plan(target, manual, chains=2, seed=3, progress=False)
+    np.testing.assert_array_equal(_draws(a.idata), _draws(b.idata))
+    # after adapt_until the setting is frozen: one (eps, L) for every later super-transition
+    tuning = a.idata.tuning
+    assert len(set(tuning["step_size"].values[8:])) == 1
+    assert len(set(tuning["num_leapfrog"].values[8:])) == 1
+
+
+@pytest.mark.parametrize("name", sorted(recipes.RECIPES))
+def test_every_recipe_runs_and_keeps_the_draws_after_its_warmup(name):
+    target = get_target("gauss-2d-v1")
+    options = dict(SMALL, warmup=4) if name != "hmc-grid" else dict(SMALL, warmup=3,
+                                                                         super_transitions=14)
+    if name == "adaptive-hmc":
+        options.update(mass_warmup=3, adapt_until=6)
+    if name == "gradient-adaptive":
+        options["kernel"] = "gadmala-diag"
+    plan = recipes.build(name, target, **options)
+    result = run_plan(target, plan, chains=2, seed=0, progress=False)
+    idata = result.idata
+    kept = int(np.sum(idata.tuning["warmup"].values == 0))
+    assert len(idata.tuning["reward"]) == plan.num_super_transitions
+    assert kept == plan.num_super_transitions - plan.num_warmup
+    assert idata.posterior.sizes["draw"] > 0
+    assert np.all(np.isfinite(_draws(idata)))
+
+
+def test_build_refuses_what_a_recipe_does_not_take():
+    target = get_target("gauss-2d-v1")
+    with pytest.raises(ValueError, match="does not take grid"):
+        recipes.build("adaptive-hmc", target, grid={"num_leapfrog": [1]})
+    with pytest.raises(ValueError, match="unknown recipe"):
+        recipes.build("nuts", target)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"adapt_until": 100}, "adapt_until must lie in"),
+        ({"adapt_until": -5}, "adapt_until must lie in"),
+        ({"warmup": 12}, "must be smaller than super_transitions"),
+        ({"mass_warmup": 11, "warmup": 10}, "cannot exceed warmup"),
+        ({"metric": "full"}, "metric must be"),
+        ({"box": {"num_leapfrog": (1, 500)}}, "more than the budget"),
+        ({"tuner": "grid"}, "tunes with a bandit"),
+    ],
+)
+def test_plans_that_cannot_run_are_refused(options, message):
+    target = get_target("gauss-2d-v1")
+    base = {"warmup": 8, "mass_warmup": 5, "adapt_until": 8, **SMALL}
+    with pytest.raises(ValueError, match=message):
+        recipes.adaptive_hmc(target, **{**base, **options})
+
+
+def test_a_step_dearer_than_the_budget_is_refused():
+    with pytest.raises(ValueError, match="costs 50 gradients, more than the budget"):
+        recipes.manual(get_target("gauss-2d-v1"), num_leapfrog=50, budget=20)
+
+
+def test_sample_in_one_call_on_a_log_density():
+    """The README's 'From Python' call: named draws of a pytree log density, right to MCSE."""
+
+    def logdensity(params):
+        return -0.5 * jnp.sum(params["beta"] ** 2) - 0.5 * (params["tau"] - 1.0) ** 2 / 4.0
+
+    init = {"beta": jnp.zeros(3), "tau": jnp.asarray(0.0)}
+    idata = adaptmc.sample((logdensity, init), chains=4, seed=1, progress=False, warmup=8,
+                           mass_warmup=5, adapt_until=8, super_transitions=30, budget=400)
+    assert idata.posterior["beta"].shape[:2] == (4, idata.posterior.sizes["draw"])
+    assert idata.posterior["beta"].shape[2] == 3
+    assert idata.attrs["recipe"] == "adaptive-hmc"
+    for name, mean, sd in (("beta", 0.0, 1.0), ("tau", 1.0, 2.0)):
+        draws = np.asarray(idata.posterior[name].values)
+        draws = draws.reshape(4, draws.shape[1], -1)
+        for i in range(draws.shape[-1]):
+            ess = adaptmc.diagnostics.ess(draws[..., i:i + 1])[0]
+            z = (draws[..., i].mean() - mean) / (sd / np.sqrt(ess))
+            assert abs(z) < 4.0, (name, i, z)
+
+
+EIGHT_SCHOOLS = {
+    "y": np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0]),
+    "sigma": np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0]),
+}
+
+
+def _check_eight_schools(idata):
+    post = idata.posterior
+    assert {"mu", "tau", "theta"} <= set(post.data_vars)
+    assert post["theta"].shape[2] == 8
+    assert float(post["tau"].min()) > 0.0
+    # reference: posteriordb eight_schools_noncentered, E[mu] = 4.4 (sd 3.3)
+    assert abs(float(post["mu"].mean()) - 4.4) < 2.0
+
+
+def test_sample_in_one_call_on_a_numpyro_model():
+    numpyro = pytest.importorskip("numpyro")
+    import numpyro.distributions as dist
+
+    def model(sigma, y=None):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+        tau = numpyro.sample("tau", dist.HalfCauchy(5.0))
+        with numpyro.plate("school", len(sigma)):
+            eta = numpyro.sample("eta", dist.Normal(0.0, 1.0))
+            theta = numpyro.deterministic("theta", mu + tau * eta)
+            numpyro.sample("obs", dist.Normal(theta, sigma), obs=y)
+
+    idata = adaptmc.sample(model, EIGHT_SCHOOLS["sigma"], model_kwargs={"y": EIGHT_SCHOOLS["y"]},
+                           chains=4, seed=0, progress=False, **SMALL, warmup=8,
+                           mass_warmup=5, adapt_until=8)
+    _check_eight_schools(idata)
+
+
+def test_sample_in_one_call_on_a_pymc_model():
+    pm = pytest.importorskip("pymc")
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        tau = pm.HalfCauchy("tau", 5.0)
+        eta = pm.Normal("eta", 0.0, 1.0, shape=8)
+        pm.Deterministic("theta", mu + tau * eta)
+        pm.Normal("obs", mu + tau * eta, EIGHT_SCHOOLS["sigma"], observed=EIGHT_SCHOOLS["y"])
+
+    idata = adaptmc.sample(model, chains=4, seed=0, progress=False, **SMALL, warmup=8,
+                           mass_warmup=5, adapt_until=8)
+    _check_eight_schools(idata)
