@@ -54,7 +54,7 @@ def from_numpyro(
         variables"). Flat positions ravel the unconstrained site dict (sites in sorted name
         order); ``parameter_names`` are the site names with indices (``theta[3]``), and
         ``constrain(position)`` gives the latent sample sites in their own space, named as
-        the model names them (no observed or deterministic sites).
+        the model names them, with its deterministic sites (no observed sites).
 
     Raises
     ------
@@ -85,7 +85,8 @@ def from_numpyro(
     _, unravel = ravel_pytree(unconstrained)
 
     def constrain(position: Array) -> dict[str, Array]:
-        return constrain_fn(model, model_args, model_kwargs, unravel(position))
+        return constrain_fn(model, model_args, model_kwargs, unravel(position),
+                            return_deterministic=True)
 
     return make_target(
         lambda params: -potential(params),

@@ -37,8 +37,8 @@ def from_pymc(model: Any, name: str | None = None) -> Target:
         flattens a dict);
         ``parameter_names`` are the value variables' names (``tau_log__``, ``theta[3]``);
         the start is ``model.initial_point()``; ``constrain(position)`` gives the free
-        random variables in their own space (each transform's backward map), named as the
-        model names them.
+        random variables in their own space (each transform's backward map) and the
+        model's Deterministics, named as the model names them.
 
     Raises
     ------
@@ -62,7 +62,7 @@ def from_pymc(model: Any, name: str | None = None) -> Target:
             "only (marginalise them out or observe them)"
         )
     logp_graph = get_jaxified_graph(inputs=values, outputs=[model.logp()])
-    free = list(model.free_RVs)
+    free = list(model.free_RVs) + list(model.deterministics)
     constrain_graph = get_jaxified_graph(
         inputs=values, outputs=model.replace_rvs_by_values(free)
     )
