@@ -14,9 +14,10 @@ from scipy import integrate, stats
 import adaptmc
 from adaptmc import io, tuners
 from adaptmc.tuners import acquisition as acq
+from adaptmc.tuners import optimise
 from adaptmc.tuners.box import as_proposal, from_unit, make_box, parse_box, snap_unit, to_unit
 from adaptmc.tuners.gp import gp_fit, gp_predict, gp_predict_one, sq_exp_kernel, unique_points
-from adaptmc.tuners.parametric import (
+from adaptmc.tuners.nig import (
     NIGPrior,
     fit_parametric,
     nig_predict,
@@ -24,6 +25,7 @@ from adaptmc.tuners.parametric import (
     rbf_features,
 )
 from adaptmc.tuners.schedules import expected_adoptions, exponential, geometric, polynomial
+from adaptmc.tuners.surrogate import fit_gp
 
 BANDITS = {
     "gp-ucb": tuners.gp_ucb,
@@ -243,11 +245,11 @@ def test_direct_finds_the_maximum_of_a_known_function():
         return (np.exp(-20 * np.sum((u - [0.7, 0.2]) ** 2))
                 + 0.8 * np.exp(-20 * np.sum((u - [0.2, 0.8]) ** 2)))
 
-    u, value = acq.maximise_unit_cube(f, 2)
+    u, value = optimise.maximise_unit_cube(f, 2)
     np.testing.assert_allclose(u, [0.7, 0.2], atol=2e-3)
     assert math.isclose(value, 1.0, rel_tol=1e-4)
     box = make_box({"step_size": (0.0, 1.0), "num_leapfrog": (1, 11)})
-    u, _ = acq.maximise_unit_cube(lambda u: -np.sum((u - [0.33, 0.46]) ** 2), 2,
+    u, _ = optimise.maximise_unit_cube(lambda u: -np.sum((u - [0.33, 0.46]) ** 2), 2,
                                   snap=lambda u: snap_unit(box, u))
     assert from_unit(box, u)[1] == 6  # 0.46 * 10 + 1 = 5.6 rounds to 6
 
@@ -265,8 +267,8 @@ def test_batched_direct_matches_scipy_direct(dim):
             sq = np.sum((np.atleast_2d(u)[:, None, :] - centres[None]) ** 2, axis=-1)
             return np.exp(-15 * sq) @ heights
 
-        u_batched, v_batched = acq.direct_maximise(f, dim, maxfun=500 * dim)
-        u_scipy, v_scipy = acq.maximise_unit_cube(lambda u, f=f: float(f(u)[0]), dim,
+        u_batched, v_batched = optimise.direct_maximise(f, dim, maxfun=500 * dim)
+        u_scipy, v_scipy = optimise.maximise_unit_cube(lambda u, f=f: float(f(u)[0]), dim,
                                                   maxfun=500 * dim)
         np.testing.assert_allclose(u_batched, u_scipy, atol=1e-3)
         assert v_batched >= v_scipy - 1e-5
@@ -281,7 +283,7 @@ def test_batched_direct_snaps_integers_and_ignores_non_finite_values():
         value = -np.sum((u - [0.33, 0.46]) ** 2, axis=1)
         return np.where(u[:, 0] > 0.8, np.nan, value)
 
-    u, _ = acq.direct_maximise(f, 2, snap=lambda u: snap_unit(box, u), maxfun=300)
+    u, _ = optimise.direct_maximise(f, 2, snap=lambda u: snap_unit(box, u), maxfun=300)
     assert from_unit(box, u)[1] == 6
     assert abs(u[0] - 0.33) < 5e-3
     assert max(calls) > 1 and sum(calls) < 300 + max(calls)  # batches; stops near maxfun
@@ -369,7 +371,7 @@ def test_gp_ucb_distinct_gp_points_follow_the_adoptions():
     state = drive(tuners.gp_ucb(box, schedule=schedule),
                   lambda p: -(p["a"] - 0.3) ** 2 - (p["b"] - 0.6) ** 2, 60, 21, 0.01)
     adopted = int(state["adopted"].sum())
-    post = tuners.bandit.fit_gp(box, state)
+    post = fit_gp(box, state)
     distinct = len(post.points)
     expected = expected_adoptions(schedule, 60)
     sd = math.sqrt(sum(schedule(i) * (1 - schedule(i)) for i in range(1, 60)))
