@@ -30,11 +30,12 @@ from adaptmc.tuners import acquisition as acq
 from adaptmc.tuners.annealed import ANNEAL_RATE
 from adaptmc.tuners.box import Box, make_box, scale_unit, to_unit
 from adaptmc.tuners.describe import box_from_config, innermost
-from adaptmc.tuners.gp import GPPosterior, gp_fit, gp_predict, unique_points
+from adaptmc.tuners.gp import GPPosterior, gp_predict, unique_points
 from adaptmc.tuners.nig import parametric_predict
 from adaptmc.tuners.schedules import exponential, schedule_from_config
 from adaptmc.tuners.surrogate import (
     GPConfig,
+    fit_gp,
     fit_nig,
     gp_config_from,
     nig_config_from,
@@ -87,10 +88,7 @@ def fit_surrogate(box: Box, points: np.ndarray, rewards: np.ndarray,
     """The GP of the GP policies on ``points: (n, d)`` (box units) and raw ``rewards: (n,)``
     (normalised to [0, 1], failures 0), with the hyperparameters ``config`` (default
     ``GPConfig()``)."""
-    config = GPConfig() if config is None else config
-    return gp_fit(to_unit(box, points), normalise_rewards(rewards),
-                  np.full(box.dim, config.lengthscale_fraction), config.signal_var,
-                  config.noise_var)
+    return fit_gp(box, {"points": points, "rewards": rewards}, config)
 
 
 class Refit(NamedTuple):

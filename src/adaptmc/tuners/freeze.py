@@ -8,9 +8,11 @@ from a Markov chain with a fixed kernel, so the ordinary ergodic theorems apply;
 Rosenthal 2007). It is what ``run(..., adapt_until=after)`` does inside the run loop, as a
 composable wrapper.
 
-State: ``{"updates": (), "frozen": {name: value}, "is_frozen": (), "inner": inner state}``;
-``frozen`` holds a value for every name of ``inner.names`` (NaN where ``best`` gave none,
-``present: (k,)`` says which), so its structure never changes and a checkpoint restores it.
+State: ``{"updates": (), "is_frozen": (), "frozen": {name: value}, "present": {name: ()},
+"inner": inner state}``; ``frozen`` holds a value for every name of ``inner.names`` and of
+``inner.best`` of the initial state (a mass warm-up's ``inverse_mass``), NaN where ``best``
+gave none (``present`` says which), so its structure never changes and a checkpoint restores
+it.
 """
 
 from __future__ import annotations
@@ -37,20 +39,23 @@ def freeze(inner: Tuner, after: int) -> Tuner:
     names = tuple(inner.names)
 
     def init(key):
+        inner_state = inner.init(key)
+        # every name the inner tuner sets or its best gives (a mass warm-up adds inverse_mass)
+        keys = tuple(dict.fromkeys((*names, *inner.best(inner_state))))
         return {
             "updates": np.asarray(0),
             "is_frozen": np.asarray(False),
-            "frozen": {name: np.asarray(np.nan) for name in names},
-            "present": np.zeros(len(names), dtype=bool),
-            "inner": inner.init(key),
+            "frozen": {key: np.asarray(np.nan) for key in keys},
+            "present": {key: np.asarray(False) for key in keys},
+            "inner": inner_state,
         }
 
     def frozen_proposal(state) -> dict:
         proposal = {}
-        for name, keep in zip(names, np.asarray(state["present"]), strict=True):
-            value = np.asarray(state["frozen"][name])
-            if keep:  # Python numbers for scalars (int stays int), arrays as they are
-                proposal[name] = value.item() if value.ndim == 0 else value
+        for key, value in state["frozen"].items():
+            value = np.asarray(value)
+            if bool(state["present"][key]):  # scalars as Python numbers (int stays int)
+                proposal[key] = value.item() if value.ndim == 0 else value
         return proposal
 
     def propose(key, state):
@@ -59,11 +64,15 @@ def freeze(inner: Tuner, after: int) -> Tuner:
             return proposal, {**state, "inner": inner_state}
         if not bool(state["is_frozen"]):
             best = inner.best(state["inner"])
+            unknown = set(best) - set(state["frozen"])
+            if unknown:
+                raise ValueError(f"{inner.name!r}: best gave {sorted(unknown)}, which neither "
+                                 "its names nor its initial best have")
             state = {
                 **state,
                 "is_frozen": np.asarray(True),
-                "frozen": {n: np.asarray(best.get(n, np.nan)) for n in names},
-                "present": np.array([n in best for n in names]),
+                "frozen": {k: np.asarray(best.get(k, np.nan)) for k in state["frozen"]},
+                "present": {k: np.asarray(k in best) for k in state["frozen"]},
             }
         return frozen_proposal(state), state
 

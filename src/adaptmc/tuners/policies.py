@@ -57,6 +57,8 @@ HEDGE_ACQUISITIONS = ("pi", "ei", "ucb")
 
 def _gp_best(box: Box, config: GPConfig, initial: dict | None):
     def best(state):
+        if len(state["rewards"]) == 0:
+            return best_by_mean(box, state, None, initial)
         post = fit_gp(box, state, config)
         return best_by_mean(box, state, lambda u: gp_predict(post, u)[0], initial)
 
