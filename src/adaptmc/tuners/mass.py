@@ -121,17 +121,7 @@ def mass_adaptation(
     names = tuple(dict.fromkeys(("step_size", "num_leapfrog", *inner.names)))
 
     def init(key):
-        count, mean, m2 = _fresh_accumulator(dim, dense)
-        return {
-            "index": np.asarray(0),
-            "count": count,
-            "mean": mean,
-            "m2": m2,
-            "inverse_mass": np.eye(dim) if dense else np.ones(dim),
-            "log_step": np.asarray(math.log(initial_step_size)),
-            "bracket": np.array([-np.inf, np.inf]),  # log steps that met / missed the target
-            "inner": inner.init(key),
-        }
+        return _initial_state(inner.init(key), dim, dense, initial_step_size)
 
     def propose(key, state):
         if int(state["index"]) < num_warmup:
@@ -179,6 +169,20 @@ def _check_mass_args(inner: Tuner, dim: int, num_warmup: int, warm_start: bool) 
     if warm_start and not set(inner.names) <= {"step_size", "num_leapfrog"}:
         raise ValueError(f"warm_start needs a tuner of step_size and num_leapfrog only; "
                          f"{inner.name!r} tunes {', '.join(inner.names)}")
+
+
+def _initial_state(inner_state, dim: int, dense: bool, initial_step_size: float) -> dict:
+    count, mean, m2 = _fresh_accumulator(dim, dense)
+    return {
+        "index": np.asarray(0),
+        "count": count,
+        "mean": mean,
+        "m2": m2,
+        "inverse_mass": np.eye(dim) if dense else np.ones(dim),
+        "log_step": np.asarray(math.log(initial_step_size)),
+        "bracket": np.array([-np.inf, np.inf]),  # log steps that met / missed the target
+        "inner": inner_state,
+    }
 
 
 def _fresh_accumulator(dim: int, dense: bool):
