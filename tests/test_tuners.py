@@ -4,7 +4,9 @@ checkpointing and end-to-end runs."""
 
 from __future__ import annotations
 
+import json
 import math
+from functools import partial
 
 import jax
 import numpy as np
@@ -14,16 +16,25 @@ from scipy import integrate, stats
 import adaptmc
 from adaptmc import io, tuners
 from adaptmc.tuners import acquisition as acq
+from adaptmc.tuners import optimise
 from adaptmc.tuners.box import as_proposal, from_unit, make_box, parse_box, snap_unit, to_unit
+from adaptmc.tuners.describe import box_from_config, innermost
 from adaptmc.tuners.gp import gp_fit, gp_predict, gp_predict_one, sq_exp_kernel, unique_points
-from adaptmc.tuners.parametric import (
+from adaptmc.tuners.nig import (
     NIGPrior,
     fit_parametric,
     nig_predict,
     nig_update,
     rbf_features,
 )
-from adaptmc.tuners.schedules import expected_adoptions, exponential, geometric, polynomial
+from adaptmc.tuners.schedules import (
+    expected_adoptions,
+    exponential,
+    geometric,
+    polynomial,
+    schedule_from_config,
+)
+from adaptmc.tuners.surrogate import fit_gp
 
 BANDITS = {
     "gp-ucb": tuners.gp_ucb,
@@ -243,11 +254,11 @@ def test_direct_finds_the_maximum_of_a_known_function():
         return (np.exp(-20 * np.sum((u - [0.7, 0.2]) ** 2))
                 + 0.8 * np.exp(-20 * np.sum((u - [0.2, 0.8]) ** 2)))
 
-    u, value = acq.maximise_unit_cube(f, 2)
+    u, value = optimise.maximise_unit_cube(f, 2)
     np.testing.assert_allclose(u, [0.7, 0.2], atol=2e-3)
     assert math.isclose(value, 1.0, rel_tol=1e-4)
     box = make_box({"step_size": (0.0, 1.0), "num_leapfrog": (1, 11)})
-    u, _ = acq.maximise_unit_cube(lambda u: -np.sum((u - [0.33, 0.46]) ** 2), 2,
+    u, _ = optimise.maximise_unit_cube(lambda u: -np.sum((u - [0.33, 0.46]) ** 2), 2,
                                   snap=lambda u: snap_unit(box, u))
     assert from_unit(box, u)[1] == 6  # 0.46 * 10 + 1 = 5.6 rounds to 6
 
@@ -265,8 +276,8 @@ def test_batched_direct_matches_scipy_direct(dim):
             sq = np.sum((np.atleast_2d(u)[:, None, :] - centres[None]) ** 2, axis=-1)
             return np.exp(-15 * sq) @ heights
 
-        u_batched, v_batched = acq.direct_maximise(f, dim, maxfun=500 * dim)
-        u_scipy, v_scipy = acq.maximise_unit_cube(lambda u, f=f: float(f(u)[0]), dim,
+        u_batched, v_batched = optimise.direct_maximise(f, dim, maxfun=500 * dim)
+        u_scipy, v_scipy = optimise.maximise_unit_cube(lambda u, f=f: float(f(u)[0]), dim,
                                                   maxfun=500 * dim)
         np.testing.assert_allclose(u_batched, u_scipy, atol=1e-3)
         assert v_batched >= v_scipy - 1e-5
@@ -281,7 +292,7 @@ def test_batched_direct_snaps_integers_and_ignores_non_finite_values():
         value = -np.sum((u - [0.33, 0.46]) ** 2, axis=1)
         return np.where(u[:, 0] > 0.8, np.nan, value)
 
-    u, _ = acq.direct_maximise(f, 2, snap=lambda u: snap_unit(box, u), maxfun=300)
+    u, _ = optimise.direct_maximise(f, 2, snap=lambda u: snap_unit(box, u), maxfun=300)
     assert from_unit(box, u)[1] == 6
     assert abs(u[0] - 0.33) < 5e-3
     assert max(calls) > 1 and sum(calls) < 300 + max(calls)  # batches; stops near maxfun
@@ -369,7 +380,7 @@ def test_gp_ucb_distinct_gp_points_follow_the_adoptions():
     state = drive(tuners.gp_ucb(box, schedule=schedule),
                   lambda p: -(p["a"] - 0.3) ** 2 - (p["b"] - 0.6) ** 2, 60, 21, 0.01)
     adopted = int(state["adopted"].sum())
-    post = tuners.bandit.fit_gp(box, state)
+    post = fit_gp(box, state)
     distinct = len(post.points)
     expected = expected_adoptions(schedule, 60)
     sd = math.sqrt(sum(schedule(i) * (1 - schedule(i)) for i in range(1, 60)))
@@ -546,3 +557,132 @@ def test_bandit_finds_the_branin_optimum_across_seeds(name):
         state = drive(BANDITS[name](box), lambda p: -branin(p["x1"], p["x2"]), 60, seed, 1.0)
         at_best = branin(*state["points"][np.nanargmax(state["rewards"])])
         assert (at_best - low) / (high - low) < 0.05, seed
+
+
+# ----------------------------------------------------------------------------- describe
+
+
+def test_describe_records_the_surrogate_hyperparameters_box_and_schedule():
+    box = make_box({"step_size": (0.05, 0.5), "num_leapfrog": (2, 20)}, log=("step_size",))
+    tuner = tuners.gp_ucb(box, alpha=0.3, signal_var=0.2, noise_var=0.05, delta=0.2,
+                          schedule=tuners.polynomial(0.7), maxfun=150)
+    facts = tuner.describe(tuner.init(0))
+    assert json.loads(json.dumps(facts)) == facts  # plain JSON
+    assert facts["policy"] == "gp-ucb" and facts["surrogate"] == "gp"
+    assert (facts["lengthscale_fraction"], facts["signal_var"], facts["noise_var"]) == \
+        (0.3, 0.2, 0.05)
+    assert (facts["delta"], facts["maxfun"]) == (0.2, 150)
+    assert (facts["schedule"], facts["anneal_rate"]) == ("poly", 0.7)
+    rebuilt = box_from_config(facts["box"])
+    assert rebuilt.names == box.names
+    for field in ("lower", "upper", "integer", "log"):
+        np.testing.assert_array_equal(getattr(rebuilt, field), getattr(box, field))
+    assert schedule_from_config(facts)(5) == tuners.polynomial(0.7)(5)
+    # defaults are recorded too
+    default = tuners.hedge(box).describe(None)
+    assert (default["lengthscale_fraction"], default["signal_var"], default["noise_var"],
+            default["schedule"], default["anneal_rate"]) == (0.2, 0.1, 0.01, "exp", 0.05)
+    assert tuners.sir(box, temperature=0.3).describe(None)["temperature"] == 0.3
+
+
+def test_parametric_describe_records_its_centres_and_prior():
+    box = make_box({"a": (0.0, 1.0), "b": (0.0, 1.0)})
+    tuner = tuners.parametric(box, num_features=7, widths=(0.1, 0.3), a0=3.0)
+    state = tuner.init(jax.random.key(4))
+    facts = tuner.describe(state)
+    assert json.loads(json.dumps(facts)) == facts
+    assert facts["surrogate"] == "nig" and facts["num_features"] == 7
+    assert facts["widths"] == [0.1, 0.3] and facts["a0"] == 3.0
+    np.testing.assert_array_equal(np.asarray(facts["centres"]), state["centres"])
+
+
+def test_wrappers_nest_the_inner_description():
+    inner = tuners.gp_ucb(make_box({"step_size": (0.05, 0.5), "num_leapfrog": (2, 20)}),
+                          alpha=0.4)
+    tuner = tuners.chain(partial(tuners.mass_adaptation, dim=3, num_warmup=10, dense=True),
+                         partial(tuners.freeze, after=20))(inner)
+    assert tuner.name == "freeze+mass+gp-ucb"
+    facts = tuner.describe(tuner.init(0))
+    assert facts["wrapper"] == "freeze" and facts["after"] == 20
+    assert facts["inner"]["wrapper"] == "mass_adaptation"
+    assert (facts["inner"]["num_warmup"], facts["inner"]["dense"]) == (10, True)
+    assert innermost(facts)["lengthscale_fraction"] == 0.4
+    assert json.loads(json.dumps(facts)) == facts
+
+
+# ----------------------------------------------------------------------------- freeze
+
+
+def test_freeze_proposes_best_after_n_updates_never_before():
+    box = make_box({"a": (0.0, 1.0), "b": (0.0, 1.0)})
+    inner = tuners.random_search(box)
+    calls = {"best": 0}
+
+    def counting_best(state):
+        calls["best"] += 1
+        return inner.best(state)
+
+    tuner = tuners.freeze(inner._replace(best=counting_best), after=6)
+    state = tuner.init(0)
+    calls["best"] = 0  # init asks once, for the names its best gives
+    proposals = []
+    for i in range(12):
+        proposal, state = tuner.propose(i, state)
+        proposals.append(proposal)
+        if i < 6:
+            assert calls["best"] == 0  # never before `after` updates
+        state = tuner.update(state, proposal, -(proposal["a"] - 0.3) ** 2, {})
+    first, later = proposals[:6], proposals[6:]
+    assert len({tuple(p.values()) for p in first}) == 6  # random search: all new
+    assert calls["best"] == 1  # computed once
+    best = inner.best(state["inner"])
+    assert all(p == best for p in later)
+    assert best in first  # the best of the six settings the inner tuner saw
+    np.testing.assert_array_equal(state["inner"]["points"].shape, (6, 2))  # no more updates
+    assert tuner.best(state) == best
+
+
+def test_freeze_keeps_integer_and_array_values_and_round_trips_a_checkpoint(tmp_path):
+    box = make_box({"step_size": (0.05, 0.5), "num_leapfrog": (2, 20)})
+    tuner = tuners.freeze(tuners.mass_adaptation(tuners.gp_ucb(box), 2, 3), after=5)
+    state, template = tuner.init(jax.random.key(0)), tuner.init(jax.random.key(0))
+    stats = {"acceptance_rate": 0.9, "divergences": 0,
+             "positions": np.random.default_rng(0).normal(size=(2, 5, 2))}
+    for i in range(7):
+        proposal, state = tuner.propose(jax.random.key(i), state)
+        state = tuner.update(state, proposal, float(i % 3), stats)
+    assert isinstance(proposal["num_leapfrog"], int) and isinstance(proposal["step_size"], float)
+    assert proposal["inverse_mass"].shape == (2,)
+    io.atomic_savez(tmp_path / "ckpt.npz", io.tree_to_arrays("tuner", state))
+    loaded = io.arrays_to_tree("tuner", io.load_npz(tmp_path / "ckpt.npz"), template)
+    again, _ = tuner.propose(jax.random.key(99), loaded)
+    assert again.keys() == proposal.keys() and type(again["num_leapfrog"]) is int
+    assert again["step_size"] == proposal["step_size"]
+    np.testing.assert_array_equal(again["inverse_mass"], proposal["inverse_mass"])
+
+
+def test_freeze_matches_the_run_loops_adapt_until():
+    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)})
+    kwargs = dict(num_super_transitions=6, gradient_budget=40, num_chains=2,
+                  objective=adaptmc.objectives.esjd_per_grad, seed=2, progress=False)
+    target, params = adaptmc.targets.correlated_2d(), adaptmc.kernels.HMCParams(0.1, 6)
+    looped = adaptmc.run(target, adaptmc.kernels.hmc, params, tuner=tuners.gp_ucb(box),
+                         adapt_until=3, **kwargs)
+    wrapped = adaptmc.run(target, adaptmc.kernels.hmc, params,
+                          tuner=tuners.freeze(tuners.gp_ucb(box), after=3), **kwargs)
+    for name in ("step_size", "num_leapfrog", "reward"):
+        np.testing.assert_array_equal(wrapped.idata.tuning[name].values,
+                                      looped.idata.tuning[name].values)
+
+
+def test_switch_after_warmup_with_num_warmup_freezes_itself():
+    tuner = tuners.switch_after_warmup(num_warmup=2)
+    state = tuner.init(0)
+    seen = []
+    for _ in range(4):
+        proposal, state = tuner.propose(0, state)
+        seen.append(proposal)
+        state = tuner.update(state, proposal, 0.0, {})
+    assert seen == [{"adapt": 1.0}, {"adapt": 1.0}, {"adapt": 0.0}, {"adapt": 0.0}]
+    with pytest.raises(ValueError, match="after >= 0"):
+        tuners.freeze(tuners.fixed(), after=-1)

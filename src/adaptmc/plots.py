@@ -1,35 +1,53 @@
 """Figures of a finished run: what the tuner learned and what it tried.
 
 Reads a run's InferenceData ``tuning`` group (one row per super-transition: the parameters
-run, the reward, acceptance, ``tuner_s``) and refits the tuner's GP surrogate from it with
-`adaptmc.tuners.gp` (no sampling happens here):
+run, the reward, acceptance, ``tuner_s``) and its ``tuner_config`` attribute (the JSON facts of
+``Tuner.describe``: box, surrogate hyperparameters, schedule, wrappers), and refits the
+tuner's surrogate from them with the recorded hyperparameters (no sampling happens here):
 
-- `plot_reward_surface`: the GP mean of the normalised reward over the box, with the tried
-  settings (as Wang 2012, Figs. 4.1-4.2);
-- `plot_slice`: a slice through the best setting, mean +/- sd, with the annealed UCB
-  acquisition below it (as Wang 2012, Figs. 4.1-4.2);
+- `plot_reward_surface`: the surrogate's mean of the normalised reward over the box, with the
+  tried settings (as Wang 2012, Figs. 4.1-4.2);
+- `plot_slice`: a slice through the best setting, mean +/- sd, with the acquisition the next
+  proposal would maximise below it (as Wang 2012, Figs. 4.1-4.2);
 - `plot_tuning_trace`: reward and parameters against super-transition.
 
+Without a recorded ``tuner_config`` (runs written before it existed) the GP of `gp_ucb` with
+its default hyperparameters is refitted over a box spanning the tried settings.
 Only matplotlib's object API is used (``Figure``), so no display or pyplot state is needed.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from adaptmc.run import RECORD_FIELDS
 from adaptmc.tuners import acquisition as acq
-from adaptmc.tuners.bandit import ANNEAL_RATE, SIGNAL_VAR, normalise_rewards
+from adaptmc.tuners.annealed import ANNEAL_RATE
 from adaptmc.tuners.box import Box, make_box, scale_unit, to_unit
-from adaptmc.tuners.gp import GPPosterior, gp_fit, gp_predict, unique_points
-from adaptmc.tuners.schedules import Schedule, exponential
+from adaptmc.tuners.describe import box_from_config, innermost
+from adaptmc.tuners.gp import GPPosterior, gp_predict, unique_points
+from adaptmc.tuners.nig import parametric_predict
+from adaptmc.tuners.schedules import exponential, schedule_from_config
+from adaptmc.tuners.surrogate import (
+    GPConfig,
+    fit_gp,
+    fit_nig,
+    gp_config_from,
+    nig_config_from,
+    normalise_rewards,
+)
 
 
 def tuning_record(idata) -> dict:
     """The ``tuning`` group as arrays: ``names`` (the tuned parameters), ``points: (n, d)``,
-    ``rewards: (n,)`` and every recorded field by name."""
+    ``rewards: (n,)`` as the tuner saw them (NaN where a super-transition diverged), every
+    recorded field by name, and ``tuner_config``: the recorded ``Tuner.describe`` facts (a
+    dict), or None."""
     if "tuning" not in idata.groups():
         raise ValueError("the InferenceData has no 'tuning' group (was it written by run()?)")
     tuning = idata["tuning"]
@@ -38,21 +56,86 @@ def tuning_record(idata) -> dict:
     out["names"] = names
     out["points"] = np.stack([out[n] for n in names], axis=1) if names else np.zeros(
         (len(out["reward"]), 0))
-    out["rewards"] = np.asarray(out["reward"], dtype=float)
+    rewards = np.asarray(out["reward"], dtype=float)
+    if "divergences" in out:  # a divergent super-transition is a failure to the tuner
+        rewards = np.where(np.asarray(out["divergences"]) > 0, np.nan, rewards)
+    out["rewards"] = rewards
+    config = tuning.attrs.get("tuner_config")
+    out["tuner_config"] = json.loads(config) if isinstance(config, str) else config
     return out
 
 
-def fit_surrogate(box: Box, points: np.ndarray, rewards: np.ndarray, alpha: float = 0.2,
-                  signal_var: float = SIGNAL_VAR, noise_var: float = 0.01) -> GPPosterior:
-    """The GP of `adaptmc.tuners.gp_ucb` on ``points: (n, d)`` (box units) and raw
-    ``rewards: (n,)`` (normalised to [0, 1], failures 0)."""
-    return gp_fit(to_unit(box, points), normalise_rewards(rewards), np.full(box.dim, alpha),
-                  signal_var, noise_var)
+def policy_window(tuner_config: Mapping | None, num_rows: int) -> tuple[int, int]:
+    """``(start, stop)``: the super-transitions whose rewards the innermost policy saw, from
+    the recorded wrappers (a mass warm-up hides its first ``num_warmup`` super-transitions,
+    less the terminal ones with ``warm_start``; `freeze` hides all after its ``after``
+    updates). ``(0, num_rows)`` without wrappers."""
+    start, stop = 0, num_rows
+    facts = tuner_config
+    while facts is not None:
+        if facts.get("wrapper") == "freeze":
+            stop = min(stop, start + int(facts["after"]))
+        elif facts.get("wrapper") == "mass_adaptation":
+            hidden = int(facts["num_warmup"]) - (int(facts["terminal"])
+                                                  if facts.get("warm_start") else 0)
+            start += hidden
+        facts = facts.get("inner")
+    return min(start, num_rows), max(min(stop, num_rows), min(start, num_rows))
 
 
-def _best_point(box: Box, post: GPPosterior, points: np.ndarray, rewards: np.ndarray):
+def fit_surrogate(box: Box, points: np.ndarray, rewards: np.ndarray,
+                  config: GPConfig | None = None) -> GPPosterior:
+    """The GP of the GP policies on ``points: (n, d)`` (box units) and raw ``rewards: (n,)``
+    (normalised to [0, 1], failures 0), with the hyperparameters ``config`` (default
+    ``GPConfig()``)."""
+    return fit_gp(box, {"points": points, "rewards": rewards}, config)
+
+
+class Refit(NamedTuple):
+    """A refitted surrogate: ``predict(u: (m, d)) -> (mean (m,), sd (m,))`` in unit
+    coordinates, ``acquisition(u: (m, d)) -> (m,)`` that the policy's next proposal would
+    maximise, and names for the axes."""
+
+    predict: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+    acquisition: Callable[[np.ndarray], np.ndarray]
+    surrogate_label: str
+    acquisition_label: str
+
+
+def refit_surrogate(box: Box, points: np.ndarray, rewards: np.ndarray,
+                    facts: Mapping | None = None) -> Refit:
+    """The policy's surrogate refitted with its recorded ``facts`` (the innermost
+    ``tuner_config``): the NIG mixture with the recorded centres for ``parametric``, else the
+    GP with the recorded `GPConfig` (defaults for what is not recorded)."""
+    facts = {} if facts is None else facts
+    state = {"points": points, "rewards": rewards}
+    n = max(len(rewards), 1)
+    if facts.get("surrogate") == "nig":
+        model = fit_nig(box, state, np.asarray(facts["centres"]), nig_config_from(facts))
+        tried = to_unit(box, unique_points(points, rewards)[0])
+        incumbent = float(np.max(parametric_predict(model, tried)[0]))
+        return Refit(lambda u: parametric_predict(model, u),
+                     acq.nig_mixture_ei(model, incumbent), "NIG mean", "Student-t EI")
+    post = fit_surrogate(box, points, rewards, gp_config_from(facts))
+    if facts.get("policy") == "sir":
+        temperature = float(facts["temperature"])
+
+        def resampling(u):
+            logits = gp_predict(post, u)[0] / temperature
+            return np.exp(logits - logits.max())
+
+        return Refit(lambda u: gp_predict(post, u), resampling, "GP mean",
+                     "SIR weight (relative)")
+    schedule = schedule_from_config(facts) or exponential(ANNEAL_RATE)
+    beta = acq.ucb_beta(n, box.dim, float(facts.get("delta", 0.1)))
+    return Refit(lambda u: gp_predict(post, u),
+                 lambda u: acq.ucb(*gp_predict(post, u), beta, schedule(n)), "GP mean",
+                 "UCB acquisition")
+
+
+def _best_point(box: Box, refit: Refit, points: np.ndarray, rewards: np.ndarray):
     pts, _, _ = unique_points(points, rewards)
-    return pts[int(np.argmax(gp_predict(post, to_unit(box, pts))[0]))]
+    return pts[int(np.argmax(refit.predict(to_unit(box, pts))[0]))]
 
 
 def _set_scale(ax, box: Box, k: int, axis: str) -> None:
@@ -61,21 +144,23 @@ def _set_scale(ax, box: Box, k: int, axis: str) -> None:
 
 
 def plot_reward_surface(ax, box: Box, points: np.ndarray, rewards: np.ndarray,
-                        dims: tuple[int, int] = (0, 1), resolution: int = 60, **gp_kwargs):
-    """Contour of the GP mean over two box dimensions (others at the best setting) with the
-    tried settings, failures as crosses, the best as a star."""
-    post = fit_surrogate(box, points, rewards, **gp_kwargs)
-    best = _best_point(box, post, points, rewards)
+                        dims: tuple[int, int] = (0, 1), resolution: int = 60,
+                        facts: Mapping | None = None):
+    """Contour of the surrogate mean over two box dimensions (others at the best setting) with
+    the tried settings, failures as crosses, the best as a star. ``facts``: the policy's
+    recorded facts (`refit_surrogate`)."""
+    refit = refit_surrogate(box, points, rewards, facts)
+    best = _best_point(box, refit, points, rewards)
     i, j = dims
     grid = np.linspace(0.0, 1.0, resolution)
     ui, uj = np.meshgrid(grid, grid)
     unit = np.tile(to_unit(box, best), (ui.size, 1))
     unit[:, i], unit[:, j] = ui.ravel(), uj.ravel()
-    mean = gp_predict(post, unit)[0].reshape(ui.shape)
+    mean = refit.predict(unit)[0].reshape(ui.shape)
     values = scale_unit(box, unit)  # continuous axes: integers not rounded
     xi, xj = values[:, i].reshape(ui.shape), values[:, j].reshape(uj.shape)
     filled = ax.contourf(xi, xj, mean, levels=20, cmap="viridis")
-    ax.figure.colorbar(filled, ax=ax, label="GP mean of normalised reward")
+    ax.figure.colorbar(filled, ax=ax, label=f"{refit.surrogate_label} of normalised reward")
     ok = np.isfinite(rewards)
     ax.scatter(points[ok, i], points[ok, j], s=14, c="white", edgecolors="black",
                linewidths=0.5, label="tried")
@@ -92,20 +177,18 @@ def plot_reward_surface(ax, box: Box, points: np.ndarray, rewards: np.ndarray,
 
 
 def plot_slice(ax_mean, ax_acq, box: Box, points: np.ndarray, rewards: np.ndarray, dim: int = 0,
-               schedule: Schedule | None = None, delta: float = 0.1, resolution: int = 200,
-               **gp_kwargs):
-    """A slice along box dimension ``dim`` through the best setting: GP mean +/- sd with the
-    tried settings on that slice, and below it the annealed UCB acquisition
-    ``mu + p_n sqrt(beta_n) sd`` that the next proposal would maximise (``schedule`` default
-    ``exp(-0.01 (i - 1))``)."""
-    schedule = exponential(ANNEAL_RATE) if schedule is None else schedule
-    post = fit_surrogate(box, points, rewards, **gp_kwargs)
-    best = _best_point(box, post, points, rewards)
+               resolution: int = 200, facts: Mapping | None = None):
+    """A slice along box dimension ``dim`` through the best setting: surrogate mean +/- sd with
+    the tried settings on that slice, and below it the acquisition the next proposal would
+    maximise (for the GP policies the annealed UCB ``mu + p_n sqrt(beta_n) sd`` with the
+    recorded schedule and ``delta``). ``facts`` as in `plot_reward_surface`."""
+    refit = refit_surrogate(box, points, rewards, facts)
+    best = _best_point(box, refit, points, rewards)
     unit = np.tile(to_unit(box, best), (resolution, 1))
     unit[:, dim] = np.linspace(0.0, 1.0, resolution)
     x = scale_unit(box, unit)[:, dim]  # continuous axis: integers not rounded
-    mu, sd = gp_predict(post, unit)
-    ax_mean.plot(x, mu, color="C0", label="GP mean")
+    mu, sd = refit.predict(unit)
+    ax_mean.plot(x, mu, color="C0", label=refit.surrogate_label)
     ax_mean.fill_between(x, mu - sd, mu + sd, color="C0", alpha=0.25, label="mean +/- sd")
     others = np.delete(np.arange(box.dim), dim)
     on_slice = np.all(np.isclose(points[:, others], best[others]), axis=1) if len(others) else \
@@ -116,11 +199,10 @@ def plot_slice(ax_mean, ax_acq, box: Box, points: np.ndarray, rewards: np.ndarra
     fixed = ", ".join(f"{box.names[k]} = {best[k]:.3g}" for k in others)
     ax_mean.set_title(f"slice at {fixed}" if fixed else "reward")
     ax_mean.legend(fontsize=7)
-    n = max(len(rewards), 1)
-    value = acq.ucb(mu, sd, acq.ucb_beta(n, box.dim, delta), schedule(n))
+    value = refit.acquisition(unit)
     ax_acq.plot(x, value, color="C1")
     ax_acq.axvline(x[int(np.argmax(value))], color="C1", linestyle=":")
-    ax_acq.set_ylabel("UCB acquisition")
+    ax_acq.set_ylabel(refit.acquisition_label)
     ax_acq.set_xlabel(box.names[dim])
     _set_scale(ax_acq, box, dim, "x")
     return ax_mean, ax_acq
@@ -147,8 +229,11 @@ def plot_tuning_trace(axes, record: dict):
 
 
 def infer_box(record: dict) -> Box | None:
-    """A box spanning the tried settings (used when the run's box is unknown), or None when a
-    parameter never changed."""
+    """The tuner's box as recorded in ``record["tuner_config"]``; else a box spanning the tried
+    settings (None when a parameter never changed)."""
+    facts = innermost(record.get("tuner_config"))
+    if facts is not None and facts.get("box") is not None:
+        return box_from_config(facts["box"])
     points = record["points"]
     if points.shape[1] == 0 or len(points) < 2:
         return None
@@ -161,46 +246,59 @@ def infer_box(record: dict) -> Box | None:
                     integer)
 
 
+def _write_trace(record: dict, out_path: Path, title: str, shaded: int, dpi: int) -> None:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 2.0 * (1 + len(record["names"]))), layout="constrained")
+    axes = fig.subplots(1 + len(record["names"]), 1, sharex=True, squeeze=False)[:, 0]
+    plot_tuning_trace(axes, record)
+    if shaded > 0:
+        for ax in axes:
+            ax.axvspan(-0.5, shaded - 0.5, color="0.85", zorder=0)
+        axes[0].text(0.0, 1.0, " mass warm-up", transform=axes[0].transAxes, va="top",
+                     fontsize=7)
+    axes[0].set_title(title)
+    fig.savefig(out_path, dpi=dpi)
+
+
 def write_tuning_plots(idata, out_dir: str | Path, box: Box | None = None,
-                       dpi: int = 110, skip: int = 0) -> list[Path]:
-    """Write ``tuning_trace.png`` and, when a box is given or can be inferred from the tried
-    settings, ``reward_surface.png`` (two or more parameters) and ``reward_slice.png`` into
-    ``out_dir``. The first ``skip`` super-transitions were not the tuner's (mass-adaptation
-    warm-up, `adaptmc.tuners.mass`): the trace shades them and the surface and slice leave
-    them out, as the tuner never saw them. Returns the paths written."""
+                       dpi: int = 110, skip: int | None = None) -> list[Path]:
+    """Write ``tuning_trace.png`` and, when a box is given, recorded or can be inferred from
+    the tried settings, ``reward_surface.png`` (two or more parameters) and
+    ``reward_slice.png`` into ``out_dir``. The first ``skip`` super-transitions were not the
+    tuner's (mass-adaptation warm-up, `adaptmc.tuners.mass`): the trace shades them and the
+    surface and slice leave them out, as the tuner never saw them. ``skip=None`` takes the
+    window the policy saw from the recorded wrappers (`policy_window`). Returns the paths
+    written."""
     from matplotlib.figure import Figure
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     record = tuning_record(idata)
-    written = []
+    config = record["tuner_config"]
+    start, stop = policy_window(config, len(record["rewards"]))
+    if skip is not None:
+        start = min(skip, len(record["rewards"]))
+        stop = max(stop, start)
+    written = [out_dir / "tuning_trace.png"]
+    _write_trace(record, written[-1], f"tuner {idata['tuning'].attrs.get('tuner', '?')}",
+                 start, dpi)
 
-    fig = Figure(figsize=(7, 2.0 * (1 + len(record["names"]))), layout="constrained")
-    axes = fig.subplots(1 + len(record["names"]), 1, sharex=True, squeeze=False)[:, 0]
-    plot_tuning_trace(axes, record)
-    if skip > 0:
-        for ax in axes:
-            ax.axvspan(-0.5, skip - 0.5, color="0.85", zorder=0)
-        axes[0].text(0.0, 1.0, " mass warm-up", transform=axes[0].transAxes, va="top",
-                     fontsize=7)
-    axes[0].set_title(f"tuner {idata['tuning'].attrs.get('tuner', '?')}")
-    written.append(out_dir / "tuning_trace.png")
-    fig.savefig(written[-1], dpi=dpi)
-
-    record = {**record, "points": record["points"][skip:], "rewards": record["rewards"][skip:]}
-    box = infer_box(record) if box is None else box
+    box = infer_box({**record, "points": record["points"][start:stop]}) if box is None else box
+    record = {**record, "points": record["points"][start:stop],
+              "rewards": record["rewards"][start:stop]}
     ok = np.isfinite(record["rewards"])
     if box is None or not ok.any() or tuple(record["names"]) != tuple(box.names):
         return written
-    points, rewards = record["points"], record["rewards"]
+    points, rewards, facts = record["points"], record["rewards"], innermost(config)
     if box.dim >= 2:
         fig = Figure(figsize=(6, 4.8), layout="constrained")
-        plot_reward_surface(fig.subplots(), box, points, rewards)
+        plot_reward_surface(fig.subplots(), box, points, rewards, facts=facts)
         written.append(out_dir / "reward_surface.png")
         fig.savefig(written[-1], dpi=dpi)
     fig = Figure(figsize=(6, 5), layout="constrained")
     ax_mean, ax_acq = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))
-    plot_slice(ax_mean, ax_acq, box, points, rewards, dim=0)
+    plot_slice(ax_mean, ax_acq, box, points, rewards, dim=0, facts=facts)
     written.append(out_dir / "reward_slice.png")
     fig.savefig(written[-1], dpi=dpi)
     return written

@@ -463,9 +463,9 @@ def make_figures(out: Path, config: Config, per_seed: list) -> None:
 
     from adaptmc.tuners import acquisition as acq
     from adaptmc.tuners import make_box
-    from adaptmc.tuners.bandit import fit_gp
     from adaptmc.tuners.box import to_unit
     from adaptmc.tuners.gp import gp_predict
+    from adaptmc.tuners.surrogate import fit_gp
 
     first = per_seed[0]
     tuning = first["methods"]["adaptive"]["tuning"]
@@ -501,7 +501,7 @@ def make_figures(out: Path, config: Config, per_seed: list) -> None:
     ax.fill_between(steps, mean_l - 2 * sd_l, mean_l + 2 * sd_l, alpha=0.3, label="±2 sd")
     ax.plot(steps, acq.ucb(mean_l, sd_l, beta), "--", label="UCB acquisition")
     near = np.abs(points[:, 0] - eps_best) < 0.05 * (box.upper[0] - box.lower[0])
-    from adaptmc.tuners.bandit import normalise_rewards
+    from adaptmc.tuners.surrogate import normalise_rewards
 
     ax.scatter(points[near, 1], normalise_rewards(rewards)[near], c="k", s=12,
                label="tried (eps within 5% of the box)")

@@ -1,37 +1,67 @@
-"""Tuners that set kernel parameters between super-transitions."""
+"""Tuners that set kernel parameters between super-transitions.
 
-from adaptmc.tuners.bandit import (
-    dual_averaging_tuner,
-    gp_ucb,
-    hedge,
-    normalise_rewards,
-    parametric,
-    random_search,
-    sir,
-)
-from adaptmc.tuners.base import Tuner
+A tuner is ``init / propose / update / best`` (and optionally ``describe``) over an explicit
+state (`Tuner`, `adaptmc.tuners.base`). The bandits are split as BoTorch splits Bayesian
+optimisation:
+
+- surrogates: `adaptmc.tuners.gp` (GP on the unit cube), `adaptmc.tuners.nig` (Bayesian
+  parametric NIG model), `adaptmc.tuners.surrogate` (reward normalisation, their
+  hyperparameters ``GPConfig`` / ``NIGConfig`` and fits over a box);
+- acquisitions: `adaptmc.tuners.acquisition` (UCB, EI, PI, Student-t EI, Hedge);
+- the acquisition optimiser: `adaptmc.tuners.optimise` (batched DIRECT);
+- policies: `adaptmc.tuners.policies` (`gp_ucb`, `parametric`, `hedge`, `sir`,
+  `random_search`) over the annealed adoption rule of `adaptmc.tuners.annealed`; baselines
+  `fixed`, `grid` and `dual_averaging_tuner`.
+
+Wrappers compose like Optax transforms. Each is ``wrapper(inner: Tuner, **options) -> Tuner``:
+its state is a dict holding the inner state under ``"inner"``, its ``describe`` nests the
+inner facts under ``"inner"``, and `chain` applies several, innermost first::
+
+    tuner = chain(partial(mass_adaptation, dim=d, num_warmup=15, warm_start=True),
+                  partial(freeze, after=30))(gp_ucb(box))
+
+- `mass_adaptation` (`adaptmc.tuners.mass`): mass matrix and step size during warm-up,
+  then the inner tuner;
+- `freeze` (`adaptmc.tuners.freeze`): after ``after`` updates, ``inner.best`` forever;
+- `switch_after_warmup` (`adaptmc.tuners.warmup`): the burn-in switch of kernels that adapt
+  inside each step (``during`` until frozen, then ``after``; ``num_warmup`` wraps it in
+  `freeze`).
+"""
+
+from adaptmc.tuners.base import Tuner, Wrapper, chain
 from adaptmc.tuners.box import Box, hmc_box, make_box, parse_box
 from adaptmc.tuners.fixed import fixed, grid
+from adaptmc.tuners.freeze import freeze
+from adaptmc.tuners.mass import mass_adaptation
+from adaptmc.tuners.policies import gp_ucb, hedge, parametric, random_search, sir
 from adaptmc.tuners.schedules import SCHEDULES, constant, exponential, geometric, polynomial
+from adaptmc.tuners.step_size import dual_averaging_tuner
+from adaptmc.tuners.surrogate import normalise_rewards
+from adaptmc.tuners.warmup import switch_after_warmup
 
 __all__ = [
     "SCHEDULES",
     "Box",
     "Tuner",
+    "Wrapper",
+    "chain",
     "constant",
     "dual_averaging_tuner",
     "exponential",
     "fixed",
+    "freeze",
     "geometric",
     "gp_ucb",
     "grid",
     "hedge",
     "hmc_box",
     "make_box",
+    "mass_adaptation",
     "normalise_rewards",
     "parametric",
     "parse_box",
     "polynomial",
     "random_search",
     "sir",
+    "switch_after_warmup",
 ]

@@ -1,15 +1,12 @@
-"""Acquisition functions and their maximisation over the unit cube.
+"""Acquisition functions: what the bandits maximise over the unit cube.
 
 UCB with ``beta_i = 2 log(d (i+1)^2 pi^2 / (3 delta))`` (Wang 2012, Algorithm 3, after
 Srinivas et al. 2010; the bonus is scaled by the adoption probability ``p_i``), expected
 improvement and probability of improvement for a Gaussian predictive (Jones et al. 1998;
-Kushner 1964), EI for a Student-t predictive (Wang & de Freitas 2011), the GP-Hedge
-portfolio probabilities (Hoffman, Brochu & de Freitas 2011), and maximisation with DIRECT
-(Jones, Perttunen & Stuckman 1993): `maximise_unit_cube` calls ``scipy.optimize.direct``
-one point at a time; `direct_maximise`, which the bandits use, is the same algorithm with the
-new points of each iteration evaluated in one vectorised call (a GP prediction for a batch
-costs about what one point costs), and returns the same maximiser.
-All of them maximise: higher reward is better.
+Kushner 1964), EI for a Student-t predictive and for the NIG width mixture (Wang & de Freitas
+2011), and the GP-Hedge portfolio probabilities (Hoffman, Brochu & de Freitas 2011). The
+optimiser that maximises them is `adaptmc.tuners.optimise`. All of them maximise: higher
+reward is better.
 """
 
 from __future__ import annotations
@@ -18,8 +15,9 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy.optimize import direct
 from scipy.special import gammaln, ndtr, stdtr
+
+from adaptmc.tuners.nig import ParametricModel
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT2 = math.sqrt(2.0)
@@ -97,113 +95,32 @@ def hedge_probabilities(gains: np.ndarray, eta: float = 1.0) -> np.ndarray:
     return weights / weights.sum()
 
 
-def maximise_unit_cube(
-    acquisition: Callable[[np.ndarray], float],
-    dim: int,
-    snap: Callable[[np.ndarray], np.ndarray] | None = None,
-    maxfun: int | None = None,
-) -> tuple[np.ndarray, float]:
-    """Maximise ``acquisition(u: (d,)) -> float`` over ``[0, 1]^d`` with DIRECT.
+def nig_mixture_ei(model: ParametricModel, incumbent: float
+                   ) -> Callable[[np.ndarray], np.ndarray]:
+    """``u: (m, d) -> (m,)``, ``sum_h weight_h EI_t(u; h)``: the Student-t EI of the NIG width
+    mixture (Wang & de Freitas 2011, Algorithm 2) over ``incumbent``, with the per-width
+    posteriors stacked so that a batched optimiser's calls stay cheap."""
+    keep = model.weights > 1e-8
+    widths = model.widths[keep]
+    posts = [p for p, k in zip(model.posteriors, keep, strict=True) if k]
+    weights = model.weights[keep]
+    w = np.stack([p.w for p in posts])
+    V = np.stack([p.V for p in posts])
+    phi_mean = np.stack([p.phi_mean for p in posts])
+    y_mean = np.array([p.y_mean for p in posts])
+    scale2 = np.array([p.b / p.a for p in posts])
+    dof = np.array([2.0 * p.a for p in posts])
+    inv_n = 1.0 / posts[0].n
+    log_norm = student_t_log_norm(dof)
+    centres = model.centres
 
-    ``snap`` maps a unit point to the point it stands for (integer parameters rounded, see
-    `adaptmc.tuners.box.snap_unit`); the acquisition is evaluated, and the maximiser returned,
-    at snapped points, so integer dimensions are searched as a piecewise-constant function.
-    ``maxfun`` defaults to ``100 d`` evaluations. Returns ``(u_best: (d,), value)``.
-    """
-    snap = (lambda u: u) if snap is None else snap
+    def ei(u):
+        u = np.atleast_2d(u)
+        sq = np.sum((u[:, None, :] - centres[None]) ** 2, axis=2)  # (m, K)
+        centred = np.exp(-0.5 * sq[None] / widths[:, None, None] ** 2) - phi_mean[:, None]
+        loc = y_mean[:, None] + np.einsum("wmk,wk->wm", centred, w)
+        quad = np.einsum("wmj,wmj->wm", np.einsum("wmk,wjk->wmj", centred, V), centred)
+        scale = np.sqrt(scale2[:, None] * (1.0 + inv_n + quad))
+        return weights @ _t_ei(loc, scale, dof[:, None], incumbent, log_norm[:, None])
 
-    def negated(u):
-        value = acquisition(snap(u))
-        return -value if np.isfinite(value) else 1e300
-
-    result = direct(
-        negated, [(0.0, 1.0)] * dim, maxfun=maxfun or 100 * dim, locally_biased=False,
-        len_tol=1e-4,
-    )
-    u_best = snap(np.asarray(result.x, dtype=float))
-    return u_best, -float(result.fun)
-
-
-def direct_maximise(
-    acquisition: Callable[[np.ndarray], np.ndarray],
-    dim: int,
-    snap: Callable[[np.ndarray], np.ndarray] | None = None,
-    maxfun: int | None = None,
-    eps: float = 1e-4,
-    len_tol: float = 1e-4,
-) -> tuple[np.ndarray, float]:
-    """Maximise ``acquisition(u: (m, d)) -> (m,)`` over ``[0, 1]^d`` with DIRECT (Jones,
-    Perttunen & Stuckman 1993), evaluating the new points of each iteration in one call.
-
-    The original (not locally biased) DIRECT: the cube is trisected into hyperrectangles
-    sampled at their centres; each iteration divides the potentially optimal ones (on the
-    lower-right convex hull of (centre-to-vertex distance, value), with Jones' ``eps``
-    condition), sampling ``c +- side/3 e_j`` along their longest sides and splitting first
-    along the side with the best sample. It stops after the iteration in which the
-    evaluations reach ``maxfun`` or when the rectangle of the best point has a
-    centre-to-vertex distance below ``len_tol``. ``maxfun`` defaults to ``100 d``: on 60
-    random GP-UCB acquisitions in 2-d, 150-200 evaluations came within 5e-4 (on the [0, 1]
-    reward scale) of the maximum found with 1000, at a fifth of the cost. ``snap`` as in
-    `maximise_unit_cube`; non-finite values count as the worst. Returns ``(u_best: (d,), value)``.
-    """
-    snap = (lambda u: u) if snap is None else snap
-    maxfun = maxfun or 100 * dim
-
-    def negated(u):
-        values = -np.asarray(acquisition(snap(u)), dtype=float).reshape(len(u))
-        return np.where(np.isfinite(values), values, 1e300)
-
-    centres = np.full((1, dim), 0.5)
-    levels = np.zeros((1, dim), dtype=int)  # side j of a rectangle is 3^-levels[j]
-    values = negated(centres)
-    while len(values) < maxfun:
-        sizes = 0.5 * np.sqrt(np.sum(9.0 ** -levels, axis=1))
-        best = int(np.argmin(values))
-        if sizes[best] < len_tol:
-            break
-        chosen = np.asarray(_potentially_optimal(sizes, values, eps), dtype=int)
-        # one (rectangle, longest side) pair per row, rectangle-major; two new points per pair
-        longest = levels[chosen] == levels[chosen].min(axis=1, keepdims=True)
-        owner, side = np.nonzero(longest)
-        delta = 3.0 ** -(levels[chosen[owner], side] + 1)
-        points = np.repeat(centres[chosen[owner]], 2, axis=0)
-        points[np.arange(0, len(points), 2), side] += delta
-        points[np.arange(1, len(points), 2), side] -= delta
-        new_values = negated(points)
-        # split first along the side whose better sample is best (a stable sort within each
-        # rectangle); the children along the k-th side are divided along sides 1..k
-        best_of_pair = new_values.reshape(-1, 2).min(axis=1)
-        order = np.lexsort((np.arange(len(owner)), best_of_pair, owner))
-        rank = np.empty(len(owner), dtype=int)
-        starts = np.flatnonzero(np.diff(owner[order], prepend=-1))
-        rank[order] = np.arange(len(owner)) - np.repeat(starts, np.diff(starts,
-                                                                      append=len(owner)))
-        divided = (owner[:, None] == owner[None, :]) & (rank[None, :] <= rank[:, None])
-        child = levels[chosen[owner]] + divided.astype(int) @ np.eye(dim, dtype=int)[side]
-        levels[chosen] += longest
-        centres = np.vstack([centres, points])
-        levels = np.vstack([levels, np.repeat(child, 2, axis=0)])
-        values = np.concatenate([values, new_values])
-    best = int(np.argmin(values))
-    return snap(centres[best]), -float(values[best])
-
-
-def _potentially_optimal(sizes: np.ndarray, values: np.ndarray, eps: float) -> list[int]:
-    """Indices of the potentially optimal rectangles (Jones et al. 1993, Definition 3.1): the
-    best of each size that some rate constant ``K > 0`` makes best of all, with
-    ``f - K size <= f_min - eps |f_min|``."""
-    fmin = float(values.min())
-    distinct, group = np.unique(np.round(sizes, 12), return_inverse=True)
-    order = np.lexsort((values, group.reshape(-1)))
-    first = np.diff(group.reshape(-1)[order], prepend=-1) != 0
-    heads = order[first]  # the best rectangle of each size, sizes ascending
-    f = values[heads]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rates = (f[:, None] - f[None, :]) / (distinct[:, None] - distinct[None, :])
-    upper = np.triu(np.ones((len(f), len(f)), dtype=bool), 1)  # (g, t): t larger than g
-    k_low = np.where(upper.T, rates, -np.inf).max(axis=1)
-    k_high = np.where(upper, rates, np.inf).min(axis=1)
-    has_larger = np.arange(len(f)) < len(f) - 1
-    ok = (k_low <= k_high) & ~(has_larger & (k_high <= 0))
-    ok &= f - np.where(has_larger, k_high, np.inf) * distinct <= fmin - eps * abs(fmin)
-    return [int(i) for i in heads[ok]]
+    return ei

@@ -19,6 +19,7 @@ def fixed() -> Tuner:
         propose=lambda key, state: ({}, state),
         update=lambda state, proposal, reward, stats: state,
         best=lambda state: {},
+        describe=lambda state: {"policy": "fixed"},
     )
 
 
@@ -60,4 +61,6 @@ def grid(values: dict[str, list]) -> Tuner:
         rewards[nxt] = reward if math.isfinite(reward) else -np.inf
         return {"rewards": rewards, "next": np.asarray(nxt + 1)}
 
-    return Tuner("grid", names, init, propose, update, best)
+    facts = {"policy": "grid", "values": {n: [float(v) for v in vals]
+                                          for n, vals in values.items()}}
+    return Tuner("grid", names, init, propose, update, best, lambda state: facts)

@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from adaptmc.tuners.base import Tuner
+from adaptmc.tuners.base import Tuner, describe_inner
 
 
 def window_ends(num_warmup: int, first: int = 1) -> np.ndarray:
@@ -111,39 +111,17 @@ def mass_adaptation(
     warm_start
         Pass the terminal warm-up super-transitions (final metric) to ``inner.update`` as
         observations of ``(step_size, num_leapfrog)``. Only for tuners whose ``update`` records
-        any setting it is given (the bandits of `adaptmc.tuners.bandit`), not for ``grid`` or
-        ``dual_averaging_tuner``, whose updates assume their own proposal; and only when
+        any setting it is given (the policies of `adaptmc.tuners.policies`), not for ``grid``
+        or ``dual_averaging_tuner``, whose updates assume their own proposal; and only when
         ``inner`` tunes nothing but step size and leapfrog steps.
     """
-    if num_warmup < 3:
-        raise ValueError("mass adaptation needs num_warmup >= 3 super-transitions")
-    if dim < 1:
-        raise ValueError(f"dim must be >= 1, got {dim}")
-    if "inverse_mass" in inner.names:
-        raise ValueError(f"tuner {inner.name!r} already sets inverse_mass")
+    _check_mass_args(inner, dim, num_warmup, warm_start)
     terminal = terminal_length(num_warmup)
     ends = window_ends(num_warmup - terminal)
-    if warm_start and not set(inner.names) <= {"step_size", "num_leapfrog"}:
-        raise ValueError(f"warm_start needs a tuner of step_size and num_leapfrog only; "
-                         f"{inner.name!r} tunes {', '.join(inner.names)}")
-    shape = (dim, dim) if dense else (dim,)
     names = tuple(dict.fromkeys(("step_size", "num_leapfrog", *inner.names)))
 
-    def fresh_accumulator():
-        return np.asarray(0.0), np.zeros(dim), np.zeros(shape)
-
     def init(key):
-        count, mean, m2 = fresh_accumulator()
-        return {
-            "index": np.asarray(0),
-            "count": count,
-            "mean": mean,
-            "m2": m2,
-            "inverse_mass": np.eye(dim) if dense else np.ones(dim),
-            "log_step": np.asarray(math.log(initial_step_size)),
-            "bracket": np.array([-np.inf, np.inf]),  # log steps that met / missed the target
-            "inner": inner.init(key),
-        }
+        return _initial_state(inner.init(key), dim, dense, initial_step_size)
 
     def propose(key, state):
         if int(state["index"]) < num_warmup:
@@ -152,7 +130,7 @@ def mass_adaptation(
         else:
             proposal, inner_state = inner.propose(key, state["inner"])
             state = {**state, "inner": inner_state}
-            proposal.setdefault("step_size", final_step_size(state))
+            proposal.setdefault("step_size", _final_step_size(state))
         return {**proposal, "inverse_mass": state["inverse_mass"]}, state
 
     def update(state, proposal, reward, stats):
@@ -164,45 +142,92 @@ def mass_adaptation(
         if warm_start and index >= num_warmup - terminal:  # final metric: an observation
             observed = {k: proposal[k] for k in inner.names}
             state = {**state, "inner": inner.update(state["inner"], observed, reward, stats)}
-        rate = stats.get("acceptance_rate", float("nan"))
-        rate = 0.0 if not math.isfinite(rate) else rate
-        log_step, bracket = bracket_step(float(state["log_step"]), state["bracket"],
-                                         rate >= target_accept)
-        count, mean, m2 = state["count"], state["mean"], state["m2"]
-        inverse_mass = state["inverse_mass"]
-        positions = stats.get("positions")
-        if index >= 1 and positions is not None:
-            draws = np.asarray(positions, dtype=float).reshape(-1, dim)
-            count, mean, m2 = welford_update(float(count), mean, m2, draws, dense)
-        if index in ends and float(count) > 2:
-            inverse_mass = regularised_covariance(float(count), m2)
-            count, mean, m2 = fresh_accumulator()
-            # the metric changed: reopen the bracket around the step in force
-            log_step, bracket = float(bracket[0]) if np.isfinite(bracket[0]) else log_step, \
-                np.array([-np.inf, np.inf])
-        return {
-            **state,
-            "index": np.asarray(index + 1),
-            "count": np.asarray(count),
-            "mean": mean,
-            "m2": m2,
-            "inverse_mass": inverse_mass,
-            "log_step": np.asarray(log_step),
-            "bracket": bracket,
-        }
+        return _warmup_update(state, stats, index in ends, dim, dense, target_accept)
 
     def best(state):
         proposal = inner.best(state["inner"]) if int(state["index"]) > num_warmup else {}
-        proposal.setdefault("step_size", final_step_size(state))
+        proposal.setdefault("step_size", _final_step_size(state))
         return {**proposal, "inverse_mass": state["inverse_mass"]}
 
-    def final_step_size(state) -> float:
-        """The largest step that met the target (or the current one if none did)."""
-        low = float(state["bracket"][0])
-        return math.exp(low if np.isfinite(low) else float(state["log_step"]))
+    def describe(state):
+        return {"wrapper": "mass_adaptation", "dim": dim, "num_warmup": num_warmup,
+                "dense": dense, "initial_step_size": float(initial_step_size),
+                "warmup_num_leapfrog": warmup_num_leapfrog, "target_accept": target_accept,
+                "warm_start": warm_start, "terminal": terminal,
+                "inner": describe_inner(inner, state["inner"])}
 
-    return Tuner(f"mass+{inner.name}", names, init, propose, update, best)
+    return Tuner(f"mass+{inner.name}", names, init, propose, update, best, describe)
 
+
+def _check_mass_args(inner: Tuner, dim: int, num_warmup: int, warm_start: bool) -> None:
+    if num_warmup < 3:
+        raise ValueError("mass adaptation needs num_warmup >= 3 super-transitions")
+    if dim < 1:
+        raise ValueError(f"dim must be >= 1, got {dim}")
+    if "inverse_mass" in inner.names:
+        raise ValueError(f"tuner {inner.name!r} already sets inverse_mass")
+    if warm_start and not set(inner.names) <= {"step_size", "num_leapfrog"}:
+        raise ValueError(f"warm_start needs a tuner of step_size and num_leapfrog only; "
+                         f"{inner.name!r} tunes {', '.join(inner.names)}")
+
+
+def _initial_state(inner_state, dim: int, dense: bool, initial_step_size: float) -> dict:
+    count, mean, m2 = _fresh_accumulator(dim, dense)
+    return {
+        "index": np.asarray(0),
+        "count": count,
+        "mean": mean,
+        "m2": m2,
+        "inverse_mass": np.eye(dim) if dense else np.ones(dim),
+        "log_step": np.asarray(math.log(initial_step_size)),
+        "bracket": np.array([-np.inf, np.inf]),  # log steps that met / missed the target
+        "inner": inner_state,
+    }
+
+
+def _fresh_accumulator(dim: int, dense: bool):
+    shape = (dim, dim) if dense else (dim,)
+    return np.asarray(0.0), np.zeros(dim), np.zeros(shape)
+
+
+def _final_step_size(state) -> float:
+    """The largest step that met the target (or the current one if none did)."""
+    low = float(state["bracket"][0])
+    return math.exp(low if np.isfinite(low) else float(state["log_step"]))
+
+
+def _warmup_update(state: dict, stats: dict, window_closes: bool, dim: int, dense: bool,
+                   target_accept: float) -> dict:
+    """One warm-up super-transition: a bracketing move of the step size, its draws added to
+    the covariance estimate, and at the end of a window the estimate becomes the inverse mass
+    (the bracket reopened around the step in force)."""
+    index = int(state["index"])
+    rate = stats.get("acceptance_rate", float("nan"))
+    rate = 0.0 if not math.isfinite(rate) else rate
+    log_step, bracket = bracket_step(float(state["log_step"]), state["bracket"],
+                                     rate >= target_accept)
+    count, mean, m2 = state["count"], state["mean"], state["m2"]
+    inverse_mass = state["inverse_mass"]
+    positions = stats.get("positions")
+    if index >= 1 and positions is not None:
+        draws = np.asarray(positions, dtype=float).reshape(-1, dim)
+        count, mean, m2 = welford_update(float(count), mean, m2, draws, dense)
+    if window_closes and float(count) > 2:
+        inverse_mass = regularised_covariance(float(count), m2)
+        count, mean, m2 = _fresh_accumulator(dim, dense)
+        # the metric changed: reopen the bracket around the step in force
+        log_step = float(bracket[0]) if np.isfinite(bracket[0]) else log_step
+        bracket = np.array([-np.inf, np.inf])
+    return {
+        **state,
+        "index": np.asarray(index + 1),
+        "count": np.asarray(count),
+        "mean": mean,
+        "m2": m2,
+        "inverse_mass": inverse_mass,
+        "log_step": np.asarray(log_step),
+        "bracket": bracket,
+    }
 
 
 def bracket_step(log_step: float, bracket: np.ndarray, met_target: bool):
