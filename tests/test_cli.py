@@ -12,7 +12,7 @@ def test_sample_then_summary(tmp_path, capsys):
                  "--chains", "2", "--out", str(out), "--no-progress"])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "min bulk-ESS per 1000 gradients" in printed and "x[0]" in printed
+    assert "robust min ESS per 1000 gradients" in printed and "x[0]" in printed
     for name in ("draws.nc", "summary.txt", "config.json", "checkpoint.npz"):
         assert (out / name).exists(), name
     assert main(["summary", str(out)]) == 0

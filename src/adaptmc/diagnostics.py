@@ -29,6 +29,16 @@ def ess(positions: np.ndarray, method: str = "bulk") -> np.ndarray:
     return np.nan_to_num(out, nan=0.0)
 
 
+def robust_ess(positions: np.ndarray) -> np.ndarray:
+    """``positions: (chains, draws, dim) -> (dim,)``: per parameter the smallest of the
+    bulk-ESS of ``x``, the bulk-ESS of ``x^2`` and the tail-ESS of ``x`` (Vehtari et al.
+    2021, Sec. 4.3 recommend both bulk- and tail-ESS; the second moment's ESS keeps an
+    antithetic sampler, whose bulk-ESS of ``x`` exceeds the number of draws, from being
+    credited with effective draws it does not give for variances)."""
+    positions = np.asarray(positions, dtype=float)
+    return np.minimum.reduce([ess(positions), ess(positions**2), ess(positions, "tail")])
+
+
 def rhat(positions: np.ndarray) -> np.ndarray:
     """``positions: (chains, draws, dim) -> (dim,)`` rank-normalised split R-hat."""
     positions = np.asarray(positions, dtype=float)
@@ -57,6 +67,87 @@ def esjd(positions: np.ndarray) -> float:
     return float(jumps.mean()) if jumps.size else 0.0
 
 
+MAX_RHAT = 1.01  # Vehtari et al. (2021): use draws only when R-hat < 1.01
+MIN_ESS = 400  # Vehtari et al. (2021): ESS > 100 per chain for 4 chains
+
+
+def posterior_array(idata, group: str = "posterior") -> tuple[np.ndarray, list[str]]:
+    """``(chains, draws, dim)`` flat draws of an InferenceData group and the flat names
+    (``theta[3]``)."""
+    data = getattr(idata, group)
+    arrays, names = [], []
+    for name, value in data.data_vars.items():
+        values = np.asarray(value.values, dtype=float)
+        event = values.shape[2:]
+        arrays.append(values.reshape(values.shape[0], values.shape[1], -1))
+        names.extend([name] if event == () else
+                     [f"{name}[{','.join(map(str, i))}]" for i in np.ndindex(*event)])
+    return np.concatenate(arrays, axis=-1), names
+
+
+def summary_table(positions: np.ndarray, names: list[str]):
+    """Mean, sd, MCSE of the mean, bulk-, tail- and robust ESS and R-hat per parameter, as a
+    pandas DataFrame (no HDI: seconds for many draws, where ``arviz.summary`` takes minutes).
+    """
+    import pandas as pd
+
+    bulk, tail = ess(positions), ess(positions, "tail")
+    robust = np.minimum.reduce([bulk, tail, ess(positions**2)])
+    sd = positions.std(axis=(0, 1), ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mcse = sd / np.sqrt(bulk)
+    return pd.DataFrame({"mean": positions.mean(axis=(0, 1)), "sd": sd, "mcse_mean": mcse,
+                         "ess_bulk": bulk, "ess_tail": tail, "ess_robust": robust,
+                         "r_hat": rhat(positions)}, index=names)
+
+
+def convergence_warnings(idata, table=None, box: dict | None = None) -> list[str]:
+    """What makes the draws untrustworthy or the tuning suspect, one sentence each: max R-hat
+    above `MAX_RHAT`, divergences after warm-up, robust min ESS below `MIN_ESS`, a tuner that
+    saw only failed (NaN) rewards, and a frozen setting at the edge of the search ``box``
+    (``{name: (low, high)}``)."""
+    if table is None:
+        table = summary_table(*posterior_array(idata))
+    out = []
+    worst = table["r_hat"].idxmax()
+    if float(table["r_hat"].max()) > MAX_RHAT:
+        out.append(f"max R-hat {float(table['r_hat'].max()):.3f} > {MAX_RHAT} ({worst}): the "
+                   "chains disagree; the draws are not from the posterior yet")
+    divergent = int(np.asarray(idata.sample_stats["diverging"].values).sum())
+    if divergent:
+        out.append(f"{divergent} divergent transitions after warm-up: the sampler may miss "
+                   "regions of high curvature; the draws may be biased")
+    if float(table["ess_robust"].min()) < MIN_ESS:
+        out.append(f"robust min ESS {float(table['ess_robust'].min()):.0f} < {MIN_ESS} "
+                   f"({table['ess_robust'].idxmin()}): too few effective draws for reliable "
+                   "estimates")
+    out.extend(_tuning_warnings(idata, box))
+    return out
+
+
+def _tuning_warnings(idata, box: dict | None) -> list[str]:
+    tuning = getattr(idata, "tuning", None)
+    if tuning is None or "reward" not in tuning:
+        return []
+    out = []
+    rewards = np.asarray(tuning["reward"].values, dtype=float)
+    scored = tuning.attrs.get("objective", "none") != "none"
+    if scored and rewards.size and np.all(np.isnan(rewards)):
+        out.append("every tuning reward was NaN (each setting tried diverged or kept too few "
+                   "draws): the tuner learned nothing")
+    for name, (low, high) in (box or {}).items():
+        if name not in tuning:
+            continue
+        frozen = float(np.asarray(tuning[name].values)[-1])
+        span = np.log(high / low) if low > 0 else high - low
+        gap = min(np.log(frozen / low), np.log(high / frozen)) if low > 0 else \
+            min(frozen - low, high - frozen)
+        if gap <= 0.02 * span:
+            out.append(f"the final {name} = {frozen:.4g} lies at the edge of the search box "
+                       f"[{low:.4g}, {high:.4g}]: the best setting may lie outside it")
+    return out
+
+
 def summary(idata, var_names=None):
     """ArviZ's summary table (mean, sd, HDI, MCSE, bulk/tail ESS, R-hat) of the posterior."""
     with warnings.catch_warnings():
@@ -66,22 +157,25 @@ def summary(idata, var_names=None):
 
 def format_summary(idata, max_rows: int = 12) -> str:
     """A plain-text report: the run's totals (draws, gradient evaluations, acceptance,
-    divergences, min bulk-ESS per 1000 gradients, ESJD) and the ArviZ table, worst R-hat
-    first when there are many parameters."""
+    divergences, robust min ESS per 1000 gradients with all tuning counted, ESJD), the
+    convergence warnings (`convergence_warnings`, or those the run recorded in
+    ``attrs["warnings"]``) and the per-parameter table, worst R-hat first when there are
+    many parameters."""
+    import json
+
     attrs = dict(idata.attrs) if hasattr(idata, "attrs") else {}
     if not attrs:
         attrs = dict(idata.posterior.attrs)
-    table = summary(idata)
+    positions, names = posterior_array(idata)
+    table = summary_table(positions, names)
     stats = idata.sample_stats
-    positions = np.concatenate(
-        [
-            np.asarray(v.values).reshape(v.shape[0], v.shape[1], -1)
-            for v in idata.posterior.data_vars.values()
-        ],
-        axis=-1,
-    )
     grads = int(attrs.get("total_grad_evals", 0))
-    min_ess = float(np.nanmin(table["ess_bulk"])) if len(table) else float("nan")
+    robust = float(np.nanmin(table["ess_robust"]))
+    if "warnings" in attrs:
+        found = json.loads(attrs["warnings"]) if isinstance(attrs["warnings"], str) else \
+            list(attrs["warnings"])
+    else:
+        found = convergence_warnings(idata, table)
     lines = [
         f"target {attrs.get('target', '?')}  kernel {attrs.get('kernel', '?')}  "
         f"tuner {attrs.get('tuner', '?')}",
@@ -91,14 +185,17 @@ def format_summary(idata, max_rows: int = 12) -> str:
         f"gradient evaluations (all chains, tuning included) {grads:,}",
         f"acceptance {float(stats['acceptance_rate'].mean()):.3f}  divergences "
         f"{int(stats['diverging'].sum())}  ESJD {esjd(positions):.4g}",
-        f"min bulk-ESS {min_ess:.1f}  min tail-ESS {float(np.nanmin(table['ess_tail'])):.1f}  "
+        f"robust min ESS {robust:.1f} (min of bulk-ESS of x, of x^2, tail-ESS)  "
         f"max R-hat {float(np.nanmax(table['r_hat'])):.4f}",
-        f"min bulk-ESS per 1000 gradients {1000 * min_ess / max(grads, 1):.4g}  "
+        f"robust min ESS per 1000 gradients {1000 * robust / max(grads, 1):.4g}  "
         f"wall {float(attrs.get('wall_s', float('nan'))):.1f} s "
         f"(compile {float(attrs.get('compile_s', float('nan'))):.1f} s)",
         "",
     ]
-    cols = ["mean", "sd", "mcse_mean", "ess_bulk", "ess_tail", "r_hat"]
+    if found:
+        lines += ["WARNING: not converged or not trustworthy:"] + [f"  - {w}" for w in found]
+        lines.append("")
+    cols = ["mean", "sd", "mcse_mean", "ess_bulk", "ess_tail", "ess_robust", "r_hat"]
     shown = table[cols]
     if len(shown) > max_rows:
         shown = shown.sort_values("r_hat", ascending=False).head(max_rows)

@@ -1,0 +1,94 @@
+"""Diagnostics: the robust min ESS and the convergence warnings, each produced by a run that
+deserves it and absent from one that does not."""
+
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from adaptmc import diagnostics
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import arviz as az
+
+
+def _idata(x, diverging=None, rewards=None, objective="esjd", tuning_params=None):
+    chains, draws = x.shape[:2]
+    stats = {"diverging": np.zeros((chains, draws), bool) if diverging is None else diverging,
+             "acceptance_rate": np.full((chains, draws), 0.8)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = az.from_dict(posterior={"x": x}, sample_stats=stats)
+    if rewards is not None:
+        data = {"reward": ("super_transition", np.asarray(rewards, float))}
+        for name, values in (tuning_params or {}).items():
+            data[name] = ("super_transition", np.asarray(values, float))
+        idata.add_groups({"tuning": xr.Dataset(data, attrs={"objective": objective})})
+    return idata
+
+
+def test_robust_ess_does_not_credit_antithetic_draws():
+    """An antithetic chain (x_t = -0.9 x_{t-1} + noise) has bulk-ESS of x above the number of
+    draws, but not of x^2: the robust ESS takes the smaller."""
+    rng = np.random.default_rng(0)
+    x = np.zeros((4, 2000))
+    for t in range(1, 2000):
+        x[:, t] = -0.9 * x[:, t - 1] + np.sqrt(1 - 0.81) * rng.normal(size=4)
+    positions = x[..., None]
+    bulk = diagnostics.ess(positions)[0]
+    robust = diagnostics.robust_ess(positions)[0]
+    assert bulk > 8000 > 4 * 2000 / 2
+    assert robust < 0.5 * bulk and robust <= diagnostics.ess(positions**2)[0] + 1e-9
+
+
+def test_a_converged_run_has_no_warning():
+    rng = np.random.default_rng(1)
+    idata = _idata(rng.normal(size=(4, 1000, 2)), rewards=[0.1, 0.2, 0.3])
+    assert diagnostics.convergence_warnings(idata) == []
+    assert "WARNING" not in diagnostics.format_summary(idata)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("rhat", "max R-hat"), ("divergent", "divergent transitions after warm-up"),
+    ("ess", "robust min ESS"), ("nan", "every tuning reward was NaN"),
+    ("edge", "lies at the edge of the search box"),
+])
+def test_each_warning_is_produced_by_a_run_that_deserves_it(case, message):
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(4, 1000, 2))
+    kwargs = {"rewards": [0.1, 0.2, 0.3]}
+    if case == "rhat":
+        x[0] += 3.0
+    elif case == "divergent":
+        kwargs["diverging"] = np.zeros((4, 1000), bool)
+        kwargs["diverging"][1, 5] = True
+    elif case == "ess":
+        x = np.cumsum(x, axis=1) * 0.01 + rng.normal(size=(1, 1, 2))  # a random walk
+    elif case == "nan":
+        kwargs["rewards"] = [np.nan] * 3
+    box = None
+    if case == "edge":
+        kwargs["tuning_params"] = {"step_size": [0.5, 0.2, 0.0101]}
+        box = {"step_size": (0.01, 1.0)}
+    found = diagnostics.convergence_warnings(_idata(x, **kwargs), box=box)
+    assert any(message in w for w in found), found
+    assert len(found) == 1 or case in ("rhat", "ess"), found
+
+
+def test_nan_rewards_without_an_objective_are_no_warning():
+    rng = np.random.default_rng(3)
+    idata = _idata(rng.normal(size=(4, 1000, 2)), rewards=[np.nan] * 3, objective="none")
+    assert diagnostics.convergence_warnings(idata) == []
+
+
+def test_summary_of_many_draws_takes_seconds():
+    import time
+
+    rng = np.random.default_rng(4)
+    idata = _idata(rng.normal(size=(4, 20000, 40)))
+    tick = time.perf_counter()
+    text = diagnostics.format_summary(idata)
+    assert time.perf_counter() - tick < 20.0
+    assert "robust min ESS" in text
