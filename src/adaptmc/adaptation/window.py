@@ -1,0 +1,307 @@
+"""A warm-up that reaches the typical set before anything is tuned or kept.
+
+Stan's windowed adaptation (Stan Reference Manual, "HMC algorithm parameters": an initial
+fast window of per-step dual averaging of the step size, Hoffman & Gelman 2014, Alg. 5;
+slow windows of doubling length that estimate the inverse mass matrix; a terminal fast
+window) run with NUTS, whose trajectories grow until they U-turn, so a chain started far
+out, or in a posterior whose scales differ by orders of magnitude, still travels: the
+BlackJAX implementation (`blackjax.window_adaptation`), one per chain, vectorised.
+
+Around it, what the chains measure decides the rest:
+
+- the first step of each chain comes from Hoffman & Gelman's (2014, Alg. 4) heuristic
+  (`reasonable_step_size`), not a constant;
+- the metric is pooled over chains only once they agree: while the split R-hat of the log
+  density over the last half of a stage exceeds `MAX_RHAT_LP`, the stage is repeated from
+  where the chains are (at most ``max_extensions`` times; the record says so);
+- the metric (``"auto"``) is dense when the pooled draws' correlation matrix has condition
+  number above `DENSE_CONDITION` (a pair correlated at 0.99 gives about 200), the dimension
+  is at most ``dense_max_dim`` and there are at least twice as many draws as dimensions;
+  a dense stage then re-adapts from the chains' positions with the pooled covariance as its
+  start. A dense metric costs ``O(dim^2)`` per leapfrog step against ``O(dim)`` for a
+  diagonal one, next to one gradient evaluation;
+- each slow window's inverse mass, and the pooled one at the end, come from draws and
+  gradients (`window_inverse_mass`: nutpie's ``sqrt(var(x) / var(grad))`` for a diagonal,
+  the covariance shrunk toward its diagonal for a dense one), not Stan's regulariser toward
+  ``1e-3 I``, which swamps the variance of a coefficient on a predictor of scale 1e4; the
+  step size is the median of the chains';
+- the trajectory lengths NUTS chose (leapfrog steps per draw) in the last half of the final
+  stage are returned: they give the range of ``L`` a fixed-length HMC tuner should search.
+
+Gradients are counted exactly: one per chain at the start, one per step of the initial-step
+heuristic, and each NUTS transition's ``num_integration_steps``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+MAX_RHAT_LP = 1.05
+DENSE_CONDITION = 100.0
+
+
+class Warmup(NamedTuple):
+    """What `window_warmup` measured.
+
+    positions: ``(chains, dim)`` where the chains stand; step_size, inverse_mass: the pooled
+    setting (``(dim,)`` or ``(dim, dim)``); metric: ``"diag"`` or ``"dense"``;
+    trajectory_steps: ``(chains, n)`` NUTS leapfrog steps per transition in the last half of
+    the final stage; draws: ``(chains, n, dim)`` the positions of those transitions;
+    logdensity: ``(chains, steps)`` over every stage; num_grads: gradients over all chains;
+    divergences: divergent transitions over all stages; rhat_lp: split R-hat of the log
+    density over the final stage's last half; stages: what ran (``"diag"``, ``"extend"``,
+    ``"dense"``); wall_s, compile_s: seconds.
+    """
+
+    positions: np.ndarray
+    step_size: float
+    inverse_mass: np.ndarray
+    metric: str
+    trajectory_steps: np.ndarray
+    draws: np.ndarray
+    logdensity: np.ndarray
+    num_grads: int
+    divergences: int
+    rhat_lp: float
+    stages: tuple[str, ...]
+    wall_s: float
+    compile_s: float
+
+
+def reasonable_step_size(key, target, position, step_size: float = 1.0,
+                         max_iter: int = 100) -> tuple[float, int]:
+    """Hoffman & Gelman (2014, Alg. 4): double (or halve) ``step_size`` while one leapfrog
+    step from ``position`` with momentum ``N(0, I)`` has acceptance above (below) 1/2;
+    returns the step and the gradient evaluations spent (one per trial)."""
+    momentum = jax.random.normal(key, position.shape, position.dtype)
+    logdensity, grad = target.logdensity_and_grad(position)
+
+    def log_accept(log_eps):
+        eps = jnp.exp(log_eps)
+        p = momentum + 0.5 * eps * grad
+        x = position + eps * p
+        new_logdensity, new_grad = target.logdensity_and_grad(x)
+        p = p + 0.5 * eps * new_grad
+        delta = new_logdensity - 0.5 * p @ p - logdensity + 0.5 * momentum @ momentum
+        return jnp.where(jnp.isfinite(delta), delta, -jnp.inf)
+
+    first = log_accept(math.log(step_size)) > math.log(0.5)
+    direction = jnp.where(first, 1.0, -1.0)
+
+    def cond(carry):
+        log_eps, count = carry
+        still = (log_accept(log_eps) > math.log(0.5)) == first
+        return still & (count < max_iter)
+
+    def body(carry):
+        log_eps, count = carry
+        return log_eps + direction * math.log(2.0), count + 1
+
+    log_eps, count = jax.lax.while_loop(cond, body, (jnp.log(step_size), 0))
+    # gradients: the start, the first test, and the count + 1 tests of the loop
+    return jnp.exp(log_eps), count + 3
+
+
+_COMPILED: dict = {}  # (target, dense, num_steps, target_accept, shapes) -> executable
+
+
+def _stage(record, target, keys, positions, step_sizes, inverse_mass, num_steps, dense,
+           target_accept):
+    """One windowed adaptation per chain from ``positions``, compiled once per signature;
+    returns final positions, step sizes, and per-step (position, logdensity, steps,
+    divergent)."""
+    args = (keys, positions, step_sizes, jnp.asarray(inverse_mass))
+    signature = tuple((a.shape, str(a.dtype)) for a in args[1:])
+    cache_key = (target, dense, num_steps, target_accept, signature)
+    if cache_key not in _COMPILED:
+        tick = time.perf_counter()
+        program = _program(target, num_steps, dense, target_accept)
+        _COMPILED[cache_key] = jax.jit(program).lower(*args).compile()
+        record["compile_s"] += time.perf_counter() - tick
+    return _COMPILED[cache_key](*args)
+
+
+def _program(target, num_steps, dense, target_accept):
+    """Per chain: NUTS (BlackJAX's kernel, parameters at call time) for ``num_steps`` steps
+    on Stan's schedule (`blackjax.adaptation.window_adaptation.build_schedule`): per-step
+    dual averaging of the step size throughout, restarted at the end of each slow window,
+    where the inverse mass becomes the window's `window_inverse_mass` estimate."""
+    import blackjax
+    from blackjax.adaptation.step_size import dual_averaging_adaptation
+    from blackjax.adaptation.window_adaptation import build_schedule
+
+    schedule = jnp.asarray(build_schedule(num_steps))
+    kernel = blackjax.nuts.build_kernel()
+    da_init, da_update, da_final = dual_averaging_adaptation(target_accept)
+    dim = target.dim
+    shape = (dim, dim) if dense else (dim,)
+
+    def one(key, position, step_size, inverse_mass):
+        state = blackjax.nuts.init(position, target.logdensity)
+        zeros = (jnp.zeros(()), jnp.zeros(dim), jnp.zeros(shape), jnp.zeros(dim),
+                 jnp.zeros(dim))
+
+        def body(carry, inputs):
+            state, da, inverse_mass, welford = carry
+            (stage, window_end), key = inputs
+            eps = jnp.exp(da.log_step_size)
+            state, info = kernel(key, state, target.logdensity, eps, inverse_mass)
+            da = da_update(da, info.acceptance_rate)
+            welford = jax.lax.cond(stage == 1, _welford_add, lambda w, x, g: w, welford,
+                                   state.position, state.logdensity_grad)
+            new_mass = window_inverse_mass(welford, dense)
+            inverse_mass = jnp.where(window_end == 1, new_mass, inverse_mass)
+            da = jax.tree.map(lambda fresh, old: jnp.where(window_end == 1, fresh, old),
+                              da_init(da_final(da)), da)
+            welford = jax.tree.map(lambda z, w: jnp.where(window_end == 1, z, w), zeros,
+                                   welford)
+            out = (state.position, state.logdensity_grad, state.logdensity,
+                   info.num_integration_steps, info.is_divergent)
+            return (state, da, inverse_mass, welford), out
+
+        carry = (state, da_init(step_size), inverse_mass, zeros)
+        keys = jax.random.split(key, num_steps)
+        (state, da, _, _), info = jax.lax.scan(body, carry, (schedule, keys))
+        return state.position, da_final(da), info
+
+    return jax.vmap(one, in_axes=(0, 0, 0, None))
+
+
+def _welford_add(welford, x, g):
+    """Add one draw ``x`` and its gradient ``g`` to ``(count, mean_x, m2_x, mean_g, m2_g)``
+    (Welford 1962); ``m2_x`` is ``(dim,)`` or ``(dim, dim)``."""
+    count, mean_x, m2_x, mean_g, m2_g = welford
+    count = count + 1.0
+    dx = x - mean_x
+    mean_x = mean_x + dx / count
+    m2_x = m2_x + (jnp.outer(dx, x - mean_x) if m2_x.ndim == 2 else dx * (x - mean_x))
+    dg = g - mean_g
+    mean_g = mean_g + dg / count
+    m2_g = m2_g + dg * (g - mean_g)
+    return count, mean_x, m2_x, mean_g, m2_g
+
+
+def window_inverse_mass(welford, dense: bool):
+    """The inverse mass from one slow window's draws and gradients.
+
+    Diagonal: ``sqrt(var(x) / var(grad))`` per coordinate, the estimate of nutpie (Seyboldt
+    2023, "nutpie: diagonal mass matrix from draws and gradients"), exact for a Gaussian and
+    free of Stan's absolute regulariser ``1e-3 I``, which swamps a variance of 1e-8 (a
+    regression coefficient on a predictor of scale 1e4). Dense: the draws' covariance shrunk
+    toward its own diagonal, ``(n C + 5 diag(C)) / (n + 5)`` (Stan's weights, a scale-free
+    target)."""
+    count, _, m2_x, _, m2_g = welford
+    n = jnp.maximum(count - 1.0, 1.0)
+    var_g = m2_g / n
+    if dense:
+        cov = m2_x / n
+        diag = jnp.diag(jnp.diag(cov))
+        shrunk = (count * cov + 5.0 * diag) / (count + 5.0)
+        return shrunk + 1e-10 * jnp.mean(jnp.diag(cov)) * jnp.eye(cov.shape[0])
+    var_x = m2_x / n
+    ratio = jnp.sqrt(var_x / jnp.where(var_g > 0, var_g, 1.0))
+    tiny = 1e-10 * jnp.maximum(jnp.median(ratio), 1e-300)
+    return jnp.where(jnp.isfinite(ratio) & (ratio > 0), ratio, 1.0) + tiny
+
+
+def window_warmup(target, positions, key, *, num_steps: int = 500, metric: str = "auto",
+                  target_accept: float = 0.8, max_extensions: int = 2,
+                  dense_max_dim: int = 500) -> Warmup:
+    """Warm ``positions: (chains, dim)`` up on ``target`` (see the module docstring);
+    ``metric``: ``"auto"``, ``"diag"`` or ``"dense"``."""
+    if metric not in ("auto", "diag", "dense"):
+        raise ValueError(f"metric must be 'auto', 'diag' or 'dense', got {metric!r}")
+    if num_steps < 150:
+        raise ValueError(f"a windowed warm-up needs at least 150 steps (75 fast, 25 slow, "
+                         f"50 terminal), got {num_steps}")
+    started = time.perf_counter()
+    positions = jnp.asarray(positions)
+    chains, dim = positions.shape
+    key_step, key = jax.random.split(key)
+    steps, grads = jax.vmap(lambda k, x: reasonable_step_size(k, target, x))(
+        jax.random.split(key_step, chains), positions)
+    record = {"grads": chains + int(np.sum(grads)), "divergences": 0, "lp": [],
+              "stages": [], "compile_s": 0.0}
+    dense = metric == "dense"
+    inverse_mass = jnp.eye(dim) if dense else jnp.ones(dim)
+    out = _run_stage(record, target, key, 0, positions, steps, inverse_mass, num_steps,
+                     dense, target_accept, "dense" if dense else "diag")
+    while out["rhat_lp"] > MAX_RHAT_LP and len(record["stages"]) <= max_extensions:
+        mass = pooled_inverse_mass(out["draws"], out["grads"], dense)
+        out = _run_stage(record, target, key, len(record["stages"]), out["positions"],
+                         out["step_sizes"], mass, num_steps, dense, target_accept, "extend")
+    if metric == "auto" and not dense and wants_dense(out["draws"], dense_max_dim):
+        dense = True
+        mass = pooled_inverse_mass(out["draws"], out["grads"], True)
+        out = _run_stage(record, target, key, len(record["stages"]), out["positions"],
+                         out["step_sizes"], mass, num_steps, True, target_accept, "dense")
+    return Warmup(
+        positions=np.asarray(out["positions"]),
+        step_size=float(np.median(np.asarray(out["step_sizes"]))),
+        inverse_mass=pooled_inverse_mass(out["draws"], out["grads"], dense),
+        metric="dense" if dense else "diag",
+        trajectory_steps=out["trajectory_steps"],
+        draws=out["draws"],
+        logdensity=np.concatenate(record["lp"], axis=1),
+        num_grads=record["grads"],
+        divergences=record["divergences"],
+        rhat_lp=out["rhat_lp"],
+        stages=tuple(record["stages"]),
+        wall_s=time.perf_counter() - started,
+        compile_s=record["compile_s"],
+    )
+
+
+def _run_stage(record, target, key, index, positions, step_sizes, inverse_mass, num_steps,
+               dense, target_accept, label) -> dict:
+    keys = jax.random.split(jax.random.fold_in(key, index), positions.shape[0])
+    final, new_steps, (draws, grads, lp, nsteps, divergent) = jax.block_until_ready(_stage(
+        record, target, keys, positions, step_sizes, inverse_mass, num_steps, dense,
+        target_accept))
+    record["grads"] += int(np.sum(nsteps))
+    record["divergences"] += int(np.sum(divergent))
+    record["lp"].append(np.asarray(lp))
+    record["stages"].append(label)
+    half = num_steps // 2
+    last_lp = np.asarray(lp)[:, half:, None]
+    from adaptmc.diagnostics import rhat
+
+    return {
+        "positions": final,
+        "step_sizes": new_steps,
+        "draws": np.asarray(draws)[:, half:],
+        "grads": np.asarray(grads)[:, half:],
+        "trajectory_steps": np.asarray(nsteps)[:, half:],
+        "rhat_lp": float(rhat(last_lp)[0]) if positions.shape[0] > 1 else 1.0,
+    }
+
+
+def wants_dense(draws: np.ndarray, max_dim: int) -> bool:
+    """Whether the pooled ``draws: (chains, n, dim)`` call for a dense metric (see module)."""
+    pooled = np.asarray(draws).reshape(-1, draws.shape[-1])
+    dim = pooled.shape[1]
+    if dim < 2 or dim > max_dim or pooled.shape[0] < 2 * dim:
+        return False
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = np.corrcoef(pooled.T)
+    if not np.all(np.isfinite(corr)):
+        return False
+    return bool(np.linalg.cond(corr) > DENSE_CONDITION)
+
+
+def pooled_inverse_mass(draws: np.ndarray, grads: np.ndarray, dense: bool) -> np.ndarray:
+    """The inverse mass from the pooled ``draws`` and their ``grads`` (both ``(chains, n,
+    dim)``), by `window_inverse_mass`'s estimators: ``(dim,)`` or ``(dim, dim)``."""
+    dim = draws.shape[-1]
+    x = np.asarray(draws, dtype=float).reshape(-1, dim)
+    g = np.asarray(grads, dtype=float).reshape(-1, dim)
+    n = x.shape[0]
+    m2_x = np.cov(x.T).reshape(dim, dim) * (n - 1) if dense else x.var(0, ddof=1) * (n - 1)
+    welford = (float(n), x.mean(0), m2_x, g.mean(0), g.var(0, ddof=1) * (n - 1))
+    return np.asarray(window_inverse_mass(jax.tree.map(jnp.asarray, welford), dense))
