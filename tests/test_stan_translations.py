@@ -186,23 +186,23 @@ def test_models_are_keyed_by_folder_names():
 # --- slow tier: BlackJAX NUTS against the reference ----------------------------------------
 
 
-def nuts_constrained_means(model, seed, num_chains=4, num_warmup=500, num_samples=500):
+def nuts_constrained_means(model, starts, seed, num_warmup=500, num_samples=500):
     """Constrained means (reference names, flat) of BlackJAX NUTS after window adaptation
-    (dense metric), ``num_chains`` chains from the model's initial point."""
+    (dense metric), one chain from each of ``starts: (chains, dim)``."""
     import blackjax
 
     from adaptmc.targets.posteriordb import flatten_named
 
-    flat0, unravel = ravel_pytree(model.initial_params)
+    _, unravel = ravel_pytree(model.initial_params)
 
     def logdensity(x):
         return model.logdensity(unravel(x))
 
-    def one_chain(key):
+    def one_chain(key, start):
         warm_key, sample_key = jax.random.split(key)
         adaptation = blackjax.window_adaptation(blackjax.nuts, logdensity,
                                                 is_mass_matrix_diagonal=False)
-        (state, params), _ = adaptation.run(warm_key, flat0, num_steps=num_warmup)
+        (state, params), _ = adaptation.run(warm_key, start, num_steps=num_warmup)
         step = blackjax.nuts(logdensity, **params).step
 
         def body(state, key):
@@ -212,8 +212,8 @@ def nuts_constrained_means(model, seed, num_chains=4, num_warmup=500, num_sample
         _, draws = jax.lax.scan(body, state, jax.random.split(sample_key, num_samples))
         return draws
 
-    keys = jax.random.split(jax.random.key(seed), num_chains)
-    draws = jax.jit(jax.vmap(one_chain))(keys)
+    keys = jax.random.split(jax.random.key(seed), starts.shape[0])
+    draws = jax.jit(jax.vmap(one_chain))(keys, starts)
     flat = flatten_named(jax.tree.map(np.asarray, draws), batch_ndim=2)
     return {k: float(np.mean(v)) for k, v in flat.items()}
 
@@ -221,9 +221,14 @@ def nuts_constrained_means(model, seed, num_chains=4, num_warmup=500, num_sample
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(NEW_MODELS))
 def test_nuts_means_match_reference(name):
+    """Four chains start from the first draws of four reference chains: the test is of the
+    density, not of the warm-up's search. (From the zero initial point, which for
+    Lotka-Volterra is the ODE's equilibrium, one chain of four ended a 500-step warm-up
+    unconverged, with 98 divergences in 500 draws; from reference draws none diverged.)"""
     posterior, model = _load(name)
+    starts = jnp.stack([reference_position(posterior, model, chain, 0) for chain in range(4)])
     start = time.perf_counter()
-    means = nuts_constrained_means(model, seed=20261123)
+    means = nuts_constrained_means(model, starts, seed=20261123)
     elapsed = time.perf_counter() - start
     sd = posterior.reference_sd
     z = {k: (means[k] - posterior.reference_mean[k]) / sd[k] for k in posterior.reference_mean}
