@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +18,20 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 Array = jax.Array
+
+
+class Reference(NamedTuple):
+    """Known posterior moments of the quantities ``names``: published reference draws
+    (posteriordb), analytic moments (a Gaussian, Neal's funnel) or a long run.
+
+    ``mean, sd: (k,)``; ``mcse: (k,)`` the Monte Carlo standard error of ``mean``, or None
+    when the moments are exact.
+    """
+
+    names: tuple[str, ...]
+    mean: np.ndarray
+    sd: np.ndarray
+    mcse: np.ndarray | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,6 +54,8 @@ class Target:
         One name per flat coordinate, e.g. ``("beta[0]", "beta[1]", "sigma")``.
     info
         Free-form facts (true mean and covariance of a Gaussian, the data set's path...).
+    reference
+        Known moments to check draws against (`Reference`), or None.
     """
 
     name: str
@@ -49,6 +65,7 @@ class Target:
     initial_position: Array
     parameter_names: tuple[str, ...]
     info: dict = field(default_factory=dict)
+    reference: Reference | None = None
 
     def logdensity_and_grad(self, position: Array) -> tuple[Array, Array]:
         """``position: (dim,) -> (scalar, (dim,))`` through ``jax.value_and_grad``."""
