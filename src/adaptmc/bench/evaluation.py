@@ -16,7 +16,7 @@ import numpy as np
 
 from adaptmc.bench.config import BenchConfig, Cell, SamplerOutput, cell_seed
 from adaptmc.bench.quantities import quantities
-from adaptmc.bench.references import reference
+from adaptmc.bench.references import mean_mcse, reference
 from adaptmc.bench.samplers import SAMPLERS
 
 
@@ -25,16 +25,11 @@ def _ess_rhat_mcse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     draws, k)``."""
     from adaptmc import diagnostics
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import arviz as az
-
     ess = diagnostics.ess(values)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rhat = diagnostics.rhat(values)
-        mcse = np.array([float(az.mcse(values[..., i], method="mean"))
-                         for i in range(values.shape[-1])])
+        mcse = mean_mcse(values)
     return ess, rhat, mcse
 
 

@@ -123,6 +123,18 @@ def bnn_reference_key(settings: dict = BNN_REFERENCE_RUN) -> str:
     return "gibbs-hmc-" + "-".join(f"{k}{v}" for k, v in sorted(settings.items()))
 
 
+def mean_mcse(values: np.ndarray) -> np.ndarray:
+    """``values: (chains, draws, k) -> (k,)`` Monte Carlo standard errors of the means
+    (ArviZ's ``mcse(method="mean")``, from the bulk-ESS; Vehtari et al. 2021)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import arviz as az
+
+        # ArviZ 0.23 returns a 1-element array for one variable, earlier versions a scalar
+        return np.array([np.ravel(az.mcse(values[..., i], method="mean"))[0]
+                         for i in range(values.shape[-1])], dtype=float)
+
+
 def _refusal(target, rhat: float, refused: Path) -> RuntimeError:
     return RuntimeError(f"reference run for {target.name} has max R-hat {rhat:.3f} "
                         f"(> 1.01; per-quantity diagnostics in {refused})")
@@ -148,11 +160,8 @@ def cached_reference(target, key: str, directory: Path | None,
     names, draws = compute()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import arviz as az
-
         rhat = float(np.max(diagnostics.rhat(draws)))
-        mcse = np.array([float(az.mcse(draws[..., i], method="mean"))
-                         for i in range(draws.shape[-1])])
+    mcse = mean_mcse(draws)
     directory.mkdir(parents=True, exist_ok=True)
     if not rhat <= 1.01:
         io.write_json(refused, {
