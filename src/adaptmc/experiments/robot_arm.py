@@ -207,16 +207,24 @@ def run_seed(config: Config, seed: int, log=print) -> dict:
     log(f"[seed {seed}] expert HMC: test error {expert['test_error']:.5f}, {wall:.0f} s")
 
     # 3. NUTS with window adaptation on (weights, log precisions)
+    result["methods"]["nuts"] = _nuts_method(single, model, start, data, config, seed)
+    log(f"[seed {seed}] NUTS: test error {result['methods']['nuts']['test_error']:.5f}, "
+        f"{result['methods']['nuts']['wall_s']:.0f} s")
+    return result
+
+
+def _nuts_method(target, model, start, data, config: Config, seed: int) -> dict:
+    """`run_nuts` on the full-data ``target`` from ``start`` with the whole budget, scored
+    as the other methods (`_evaluate`)."""
+    total_budget = config.num_super_transitions * config.gradient_budget
     tick = time.perf_counter()
-    positions, grads, info = run_nuts(single, start, total_budget, config.nuts_warmup, seed,
+    positions, grads, info = run_nuts(target, start, total_budget, config.nuts_warmup, seed,
                                       config.nuts_max_draws, config.nuts_max_doublings)
     wall = time.perf_counter() - tick
     lay = bnn.layout(model)
     weights = jax.vmap(lay.unravel_weights)(jnp.asarray(positions[:, : lay.num_weights]))
     nuts = _evaluate(model, weights, grads, grads > config.burn_in * total_budget, data, config)
-    result["methods"]["nuts"] = {**nuts, "wall_s": wall, **info}
-    log(f"[seed {seed}] NUTS: test error {nuts['test_error']:.5f}, {wall:.0f} s")
-    return result
+    return {**nuts, "wall_s": wall, **info}
 
 
 def _ignore_divergences(tuner):
