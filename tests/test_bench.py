@@ -12,7 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from adaptmc import bench
+from adaptmc import bench, io
+from adaptmc.bench import references
 from adaptmc.cli import main
 from adaptmc.targets import get_target
 
@@ -53,7 +54,7 @@ def test_evaluate_posteriordb_uses_reference_names():
     # all zeros unconstrained: tau = 1, theta = mu = 0; worst error is theta[7] or mu
     assert result["num_quantities"] == 10 and result["worst"] is not None
     ref = bench.reference(target)
-    expected = np.max(np.abs(np.r_[np.zeros(9), 1.0] - ref["mean"]) / ref["sd"])
+    expected = np.max(np.abs(np.r_[np.zeros(9), 1.0] - ref.mean) / ref.sd)
     assert result["max_err_sd"] == pytest.approx(expected)
 
 
@@ -112,7 +113,7 @@ def test_cli_serial_cell_matches_two_worker_cluster(tmp_path, client):
     (clustered,) = bench.run_cells([cell], config, tmp_path / "cluster", client=client)
     serial = json.loads(json.dumps(bench.deterministic_part(serial)))
     clustered = json.loads(json.dumps(bench.deterministic_part(clustered),
-                                      default=bench._json_default))
+                                      default=io.json_default))
     assert clustered == serial
     # a rerun reuses the finished cell without computing it
     again = bench.run_cells([cell], config, tmp_path / "cluster", client=None)
@@ -169,14 +170,14 @@ def test_nuts_reference_recovers_a_gaussian_and_is_cached(tmp_path):
 
     target = gaussian(np.array([1.0, -2.0, 0.5]), np.array([1.0, 4.0, 0.25]), name="g3")
     kwargs = dict(num_chains=4, num_warmup=200, num_draws=1000, seed=3, directory=tmp_path)
-    ref = bench.nuts_reference(target, **kwargs)
-    z = (ref["mean"] - [1.0, -2.0, 0.5]) / ref["mcse"]
+    ref = references.nuts_reference(target, **kwargs)
+    z = (ref.mean - [1.0, -2.0, 0.5]) / ref.mcse
     assert np.all(np.abs(z) < 4), z
-    np.testing.assert_allclose(ref["sd"], [1.0, 2.0, 0.5], rtol=0.1)
+    np.testing.assert_allclose(ref.sd, [1.0, 2.0, 0.5], rtol=0.1)
     assert len(list(tmp_path.glob("reference-g3-*.json"))) == 1
-    again = bench.nuts_reference(target, **kwargs)
-    np.testing.assert_array_equal(again["mean"], ref["mean"])
-    assert again["names"] == ref["names"] == list(target.parameter_names)
+    again = references.nuts_reference(target, **kwargs)
+    np.testing.assert_array_equal(again.mean, ref.mean)
+    assert again.names == ref.names == target.parameter_names
 
 
 def test_bnn_quantities_are_invariant_to_the_networks_symmetries():
@@ -187,7 +188,7 @@ def test_bnn_quantities_are_invariant_to_the_networks_symmetries():
 
     from adaptmc.models import bnn
 
-    target = bench.bnn_robot_arm()
+    target = get_target("bnn-robot-arm")
     model = target.info["bnn"]
     pos = bnn.unravel(model, jax.random.normal(jax.random.key(0), (target.dim,)))
     w = {k: np.asarray(v) for k, v in pos.weights.items()}
@@ -214,9 +215,9 @@ def test_bnn_quantities_are_invariant_to_the_networks_symmetries():
 def test_bnn_reference_refuses_chains_that_disagree(tmp_path):
     """A Gibbs-within-HMC run far too short to mix (2 chains, 2 super-transitions) is no
     reference: refused for its R-hat; only its diagnostics are kept, not a reference."""
-    target = bench.bnn_robot_arm()
+    target = get_target("bnn-robot-arm")
     with pytest.raises(RuntimeError, match="R-hat"):
-        bench.bnn_reference(target, directory=tmp_path, num_chains=2,
+        references.bnn_reference(target, directory=tmp_path, num_chains=2,
                             num_super_transitions=2, budget=200, num_leapfrog=20)
     kept = list(tmp_path.glob("*.json"))
     assert [p.name.endswith(".refused.json") for p in kept] == [True]
@@ -224,7 +225,7 @@ def test_bnn_reference_refuses_chains_that_disagree(tmp_path):
     # a second call refuses at once instead of running the chains again
     tick = time.perf_counter()
     with pytest.raises(RuntimeError, match="diagnostics in"):
-        bench.bnn_reference(target, directory=tmp_path, num_chains=2,
+        references.bnn_reference(target, directory=tmp_path, num_chains=2,
                             num_super_transitions=2, budget=200, num_leapfrog=20)
     assert time.perf_counter() - tick < 1.0
 
@@ -233,8 +234,8 @@ def test_a_refused_reference_means_no_accuracy_not_a_crash(tmp_path, monkeypatch
     """`reference` (and so a bench cell) goes on without accuracy when the reference was
     refused, and says why."""
     monkeypatch.setenv("ADAPTMC_CACHE", str(tmp_path))
-    target = bench.bnn_robot_arm()
-    path = tmp_path / f"reference-{target.name}-{bench.bnn_reference_key()}.refused.json"
+    target = get_target("bnn-robot-arm")
+    path = tmp_path / f"reference-{target.name}-{references.bnn_reference_key()}.refused.json"
     path.write_text(json.dumps({"names": ["a"], "rhat": [1.2]}))
     said = []
     assert bench.reference(target, log=said.append) is None
@@ -245,11 +246,11 @@ def test_evaluate_bnn_compares_its_quantities_with_the_cached_reference(tmp_path
     """The BNN row of the bench is scored on `bnn_quantities` against `bnn_reference`, read
     from the cache: draws whose quantities are the reference's own have zero error."""
     monkeypatch.setenv("ADAPTMC_CACHE", str(tmp_path))
-    target = bench.bnn_robot_arm()
+    target = get_target("bnn-robot-arm")
     rng = np.random.default_rng(0)
     positions = 0.3 * rng.standard_normal((8, 400, target.dim))
     names, values = bench.quantities(target, positions)
-    bench._cached_reference(target, bench.bnn_reference_key(), tmp_path,
+    references.cached_reference(target, references.bnn_reference_key(), tmp_path,
                             lambda: (names, values))
     result = bench.evaluate(target, bench.SamplerOutput(positions, 1, 1, 1.0, 0.0, 0, {}))
     assert result["num_quantities"] == 3

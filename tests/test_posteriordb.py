@@ -185,7 +185,12 @@ def test_constrain_inverts_unconstrain_and_names_match(name):
     for key, values in draws.items():
         expected = [posterior.reference_draws[key][c, d] for c, d in POINTS]
         np.testing.assert_allclose(values[0], expected, rtol=1e-9, atol=1e-9)
-    assert set(target.info["reference_mean"]) == set(posterior.reference_draws)
+    names = tuple(posterior.reference_draws)
+    assert target.reference.names == names
+    np.testing.assert_array_equal(target.reference.mean,
+                                  [posterior.reference_mean[n] for n in names])
+    np.testing.assert_array_equal(target.reference.mcse,
+                                  [posterior.reference_mcse[n] for n in names])
 
 
 def test_gradient_finite_at_reference_draws():

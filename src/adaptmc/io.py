@@ -67,11 +67,16 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, json.dumps(obj, indent=2, default=_json_default).encode())
+def write_json(path: str | os.PathLike, obj: Any, indent: int = 2) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically; NumPy and JAX arrays and scalars become
+    lists and numbers (`json_default`), NaN is written as ``NaN``. The one JSON writer of
+    the package: run folders, the bench and the experiments."""
+    atomic_write_bytes(Path(path), json.dumps(obj, indent=indent, default=json_default).encode())
 
 
-def _json_default(obj):
+def json_default(obj):
+    """``json.dumps(..., default=json_default)``: NumPy and JAX arrays to (nested) lists,
+    NumPy scalars to Python numbers; anything else raises `TypeError`."""
     if isinstance(obj, np.generic | np.ndarray | jax.Array):
         return np.asarray(obj).tolist()
     raise TypeError(f"cannot write {type(obj).__name__} to JSON")

@@ -154,7 +154,7 @@ def run(
         else:
             io.prepare_output_dir(run_dir, force=force)
             io.create_output_dir(run_dir, force=force)
-            io.atomic_write_json(
+            io.write_json(
                 run_dir / io.CONFIG, {"fingerprint": fingerprint, **(config or {})}
             )
     elif resume:

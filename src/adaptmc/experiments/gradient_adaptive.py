@@ -150,39 +150,17 @@ def _kernel_runner(sampler: Sampler, target: Target, num_burn: int, num_keep: in
 
 
 def _nuts_runner(target: Target, num_burn: int, num_keep: int):
-    """BlackJAX NUTS after window adaptation; gradients = 1 + sum of num_integration_steps."""
-    import blackjax
+    """BlackJAX NUTS after window adaptation, one chain (`adaptmc.baselines.compile_nuts`),
+    compiled once; gradients = 1 + sum of num_integration_steps."""
+    from adaptmc.baselines import compile_nuts
 
-    def burn(key, x0):
-        warmup = blackjax.window_adaptation(blackjax.nuts, target.logdensity)
-        (state, parameters), info = warmup.run(key, x0, num_steps=num_burn)
-        grads = jnp.sum(info.info.num_integration_steps) + 1
-        return state, parameters["step_size"], parameters["inverse_mass_matrix"], grads
-
-    def keep(key, state, step_size, inverse_mass):
-        nuts = blackjax.nuts(target.logdensity, step_size, inverse_mass)
-
-        def body(s, k):
-            s, info = nuts.step(k, s)
-            return s, (s.position, info.acceptance_rate, info.num_integration_steps)
-
-        _, (positions, rate, steps) = jax.lax.scan(body, state, jax.random.split(key, num_keep))
-        return positions, jnp.mean(rate), jnp.sum(steps)
-
-    key = jax.random.key(0)
-    burn_c = jax.jit(burn).lower(key, target.initial_position).compile()
-    shapes = jax.eval_shape(burn, key, target.initial_position)
-    keep_c = jax.jit(keep).lower(key, *shapes[:3]).compile()
+    program = compile_nuts(target, num_chains=1, num_warmup=num_burn, num_draws=num_keep)
+    start = target.initial_position[None]
 
     def run_once(key):
-        k1, k2 = jax.random.split(key)
-        tick = time.perf_counter()
-        state, step_size, inverse_mass, burn_grads = jax.block_until_ready(
-            burn_c(k1, target.initial_position))
-        positions, rate, keep_grads = jax.block_until_ready(
-            keep_c(k2, state, step_size, inverse_mass))
-        wall = time.perf_counter() - tick
-        return np.asarray(positions), float(rate), int(burn_grads) + int(keep_grads), wall
+        result = program.run(key[None], start)
+        return (result.positions[0], float(np.mean(result.acceptance_rate)), result.total_grads,
+                result.wall_s)
 
     return run_once
 
@@ -289,7 +267,7 @@ def run_protocol(out, targets=TARGETS, samplers=SAMPLERS, num_burn: int = 20_000
             log(f"[{target_name}] {name:14s} acc {row['acceptance']:.2f} min ESS "
                 f"{row['min_ess']:8.1f} min ESS/s {row['min_ess_per_s']:9.1f} "
                 f"({time.perf_counter() - tick:.1f} s with compile)")
-            io.atomic_write_json(out / "results.json", {"config": config, "results": results})
+            io.write_json(out / "results.json", {"config": config, "results": results})
         sections.append(markdown_table(target_name, results[target_name], num_keep))
         (out / "results.md").write_text("\n".join(sections))
     summary = ["### gadMALA against NUTS", "", comparison_table(results)]

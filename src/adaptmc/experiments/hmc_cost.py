@@ -10,7 +10,6 @@ through `adaptmc.run` (tuning record, objective, host transfer included).
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -148,6 +147,7 @@ def markdown(rows: list[dict]) -> str:
 
 def run_hmc_cost(out: str, quick: bool = False, force: bool = False, seed: int = 0) -> int:
     """``adaptmc reproduce hmc-cost``: write ``hmc_cost.json`` and ``hmc_cost.md``."""
+    from adaptmc import io
     from adaptmc.io import create_output_dir, prepare_output_dir
 
     jax.config.update("jax_enable_x64", True)
@@ -158,7 +158,7 @@ def run_hmc_cost(out: str, quick: bool = False, force: bool = False, seed: int =
         print(f"timing {case} ...", flush=True)
         rows.append(measure(case, num_steps=200 if quick else 1000, repeats=3 if quick else 7))
     table = markdown(rows)
-    Path(path, "hmc_cost.json").write_text(json.dumps(rows, indent=2))
+    io.write_json(Path(path, "hmc_cost.json"), rows)
     Path(path, "hmc_cost.md").write_text(table + "\n")
     print(table)
     return 0

@@ -16,7 +16,6 @@ its tuning plots).
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -38,6 +37,7 @@ def run_hmc_sensitivity(out: str | Path, quick: bool = False, force: bool = Fals
 
     import jax
 
+    from adaptmc import io
     from adaptmc.io import prepare_output_dir
 
     out = prepare_output_dir(out, force=force)
@@ -74,7 +74,7 @@ def run_hmc_sensitivity(out: str | Path, quick: bool = False, force: bool = Fals
         "tuners": tuned,
         "wall_s": time.perf_counter() - started,
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    io.write_json(out / "summary.json", summary)
     (out / "summary.md").write_text(format_summary(summary))
     print(format_summary(summary))
     print(f"written to {out}")

@@ -4,7 +4,6 @@ in min bulk-ESS per 1000 gradient evaluations (all tuning and warm-up counted)."
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import jax
@@ -17,8 +16,8 @@ def run_main_vs_nuts(out, quick: bool = False, force: bool = False, seed: int = 
     super-transitions, ``--adapt-until 30``) against NUTS, seeds ``seed..seed+4``;
     ``keep_adapting`` lets the bandit go on adopting (with annealed probability) instead."""
     from adaptmc import diagnostics, run, tuners
-    from adaptmc.experiments.tuned_vs_oracle import nuts_run
-    from adaptmc.io import create_output_dir, prepare_output_dir
+    from adaptmc.baselines import nuts
+    from adaptmc.io import create_output_dir, prepare_output_dir, write_json
     from adaptmc.kernels import HMCParams, hmc
     from adaptmc.objectives import OBJECTIVES
     from adaptmc.targets import get_target
@@ -38,9 +37,10 @@ def run_main_vs_nuts(out, quick: bool = False, force: bool = False, seed: int = 
                      adapt_until=None if keep_adapting else 30, seed=s, progress=False)
         ess = float(diagnostics.ess(result.idata.posterior["x"].values).min())
         final = result.idata.tuning
-        nuts = nuts_run(target, 1000, 2000, s + 400)
+        reference_run = nuts(target, s + 400, num_chains=4, num_warmup=1000, num_draws=2000)
+        nuts_ess = float(diagnostics.ess(reference_run.positions).min())
         rows.append({"seed": s, "adaptmc": 1000 * ess / result.num_grads,
-                     "nuts": 1000 * nuts["ess_per_grad"],
+                     "nuts": 1000 * nuts_ess / reference_run.total_grads,
                      "final": (float(final.step_size.values[-1]),
                                int(final.num_leapfrog.values[-1]))})
         print(f"seed {s}: adaptmc {rows[-1]['adaptmc']:.3g}  NUTS {rows[-1]['nuts']:.3g} "
@@ -54,7 +54,7 @@ def run_main_vs_nuts(out, quick: bool = False, force: bool = False, seed: int = 
     lines.append(f"| median | {np.median(a[:, 0]):.3g} | {np.median(a[:, 1]):.3g} | "
                  f"{np.median(a[:, 0] / a[:, 1]):.2f} | |")
     table = "\n".join(lines)
-    Path(path, "main_vs_nuts.json").write_text(json.dumps(rows, indent=2))
+    write_json(Path(path, "main_vs_nuts.json"), rows)
     Path(path, "main_vs_nuts.md").write_text(table + "\n")
     print(table)
     return 0

@@ -31,11 +31,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
 from adaptmc.datasets import robot_arm as data_module
+from adaptmc.io import write_json
 from adaptmc.models import bnn, cv
 from adaptmc.models.bnn_hmc import BNNHMCParams, bnn_hmc
+from adaptmc.models.robot_arm import find_start
 
 # Wang (2012), Table 4.1: test errors on the robot arm (noise floor 0.0050).
 LITERATURE = (
@@ -55,7 +56,9 @@ EXPERT = {"step_size": 0.3, "num_leapfrog": 1000}
 
 
 class Config(NamedTuple):
-    """Sizes of one reproduction; ``FULL`` is Wang (2012), Sec. 4.1."""
+    """Sizes of one reproduction; ``FULL`` is Wang (2012), Sec. 4.1. NUTS warms up for
+    ``nuts_warmup`` iterations with trees of at most ``2**nuts_max_doublings - 1`` leapfrog
+    steps and then makes at most ``nuts_max_draws`` draws within the budget."""
 
     num_hidden: int
     num_folds: int
@@ -71,14 +74,19 @@ class Config(NamedTuple):
     max_prediction_draws: int = 2000
     tuner_burn_in: int = 0
     fail_when_stuck: bool = False
+    nuts_max_doublings: int = 10
+    nuts_max_draws: int = 50000
 
 
-# tuner_burn_in and fail_when_stuck: see BENCHMARKS.md, "Robot arm, second run".
+# tuner_burn_in and fail_when_stuck: see BENCHMARKS.md, "Robot arm, second run". NUTS's
+# warm-up spends at most nuts_warmup * (2**nuts_max_doublings - 1) + 1 gradients: 1.02e6 of
+# FULL's 4.8e6; QUICK's tree depth 8 keeps its 30 iterations under 7651 of 12000 (at depth 10
+# they took 19.4k, the whole budget, and NUTS had no draws to predict with).
 FULL = Config(16, 8, 200, 24000, 3, (0.01, 1.01), (20, 5020), EXPERT, 1000, 2000,
               tuner_burn_in=5, fail_when_stuck=True)
 QUICK = Config(16, 4, 12, 1000, 1, (0.01, 1.01), (40, 100), {"step_size": 0.3,
                                                              "num_leapfrog": 60}, 30, 500,
-               tuner_burn_in=2, fail_when_stuck=True)
+               tuner_burn_in=2, fail_when_stuck=True, nuts_max_doublings=8)
 
 
 def run_robot_arm(out: str | Path, quick: bool = False, force: bool = False,
@@ -122,15 +130,7 @@ def _write(out: Path, config: Config, per_seed: list, wall_s: float) -> None:
     (out / "table.md").write_text(table + "\n")
     payload = {"config": config._asdict(), "wall_s": wall_s, "seeds": per_seed,
                "literature": [list(row) for row in LITERATURE]}
-    (out / "results.json").write_text(json.dumps(payload, indent=1, default=_jsonable))
-
-
-def _jsonable(x):
-    if isinstance(x, np.ndarray | jax.Array):
-        return np.asarray(x).tolist()
-    if isinstance(x, np.generic):
-        return x.item()
-    raise TypeError(type(x))
+    write_json(out / "results.json", payload, indent=1)
 
 
 # ----------------------------------------------------------------------------- one seed
@@ -207,15 +207,24 @@ def run_seed(config: Config, seed: int, log=print) -> dict:
     log(f"[seed {seed}] expert HMC: test error {expert['test_error']:.5f}, {wall:.0f} s")
 
     # 3. NUTS with window adaptation on (weights, log precisions)
+    result["methods"]["nuts"] = _nuts_method(single, model, start, data, config, seed)
+    log(f"[seed {seed}] NUTS: test error {result['methods']['nuts']['test_error']:.5f}, "
+        f"{result['methods']['nuts']['wall_s']:.0f} s")
+    return result
+
+
+def _nuts_method(target, model, start, data, config: Config, seed: int) -> dict:
+    """`run_nuts` on the full-data ``target`` from ``start`` with the whole budget, scored
+    as the other methods (`_evaluate`)."""
+    total_budget = config.num_super_transitions * config.gradient_budget
     tick = time.perf_counter()
-    positions, grads, info = run_nuts(single, start, total_budget, config.nuts_warmup, seed)
+    positions, grads, info = run_nuts(target, start, total_budget, config.nuts_warmup, seed,
+                                      config.nuts_max_draws, config.nuts_max_doublings)
     wall = time.perf_counter() - tick
     lay = bnn.layout(model)
     weights = jax.vmap(lay.unravel_weights)(jnp.asarray(positions[:, : lay.num_weights]))
     nuts = _evaluate(model, weights, grads, grads > config.burn_in * total_budget, data, config)
-    result["methods"]["nuts"] = {**nuts, "wall_s": wall, **info}
-    log(f"[seed {seed}] NUTS: test error {nuts['test_error']:.5f}, {wall:.0f} s")
-    return result
+    return {**nuts, "wall_s": wall, **info}
 
 
 def _ignore_divergences(tuner):
@@ -253,91 +262,37 @@ def after_burn_in(tuner, num_burn_in: int, setting: dict):
                           update=update, best=lambda state: tuner.best(state["inner"]))
 
 
-def find_start(model: bnn.BNN, key, num_steps: int, learning_rate: float = 0.01):
-    """A common starting point: weights from ``N(0, 0.1**2)`` improved by ``num_steps`` Adam
-    steps on the log joint with the precisions at Neal's start (standard deviation 0.5), then
-    the noise precision set from the residuals. Avoids the collapse of the weight precisions
-    that a start at zero weights invites (Neal 1996 starts with the hyperparameters fixed for
-    a while). Returns ``(position: (dim,), gradient evaluations)``."""
-    import optax
+def run_nuts(target, start, budget: int, num_warmup: int, seed: int, max_draws: int,
+             max_num_doublings: int = 10):
+    """BlackJAX NUTS (`adaptmc.baselines.compile_nuts`, one chain from ``start``): window
+    adaptation for ``num_warmup`` iterations, then draws until the gradient evaluations
+    (warm-up included) reach ``budget`` or ``max_draws`` draws are made; the draw that
+    crosses the budget is dropped. The warm-up spends at most ``num_warmup *
+    (2**max_num_doublings - 1)`` gradients (plus one). Returns ``(positions: (draws, dim),
+    cumulative gradients: (draws,), info)``."""
+    from adaptmc.baselines import compile_nuts
 
-    target = bnn.bnn_target(model, key=key)
-    lay = bnn.layout(model)
-    position = target.initial_position
-    weights, log_prec = position[: lay.num_weights], position[lay.num_weights :]
-    mask = jnp.ones(model.x.shape[0], model.x.dtype)
-
-    def loss(w):
-        return -bnn.log_joint(model, jnp.concatenate([w, log_prec]), mask)
-
-    optimiser = optax.adam(learning_rate)
-
-    def body(carry, _):
-        w, opt_state = carry
-        g = jax.grad(loss)(w)
-        updates, opt_state = optimiser.update(g, opt_state)
-        return (optax.apply_updates(w, updates), opt_state), None
-
-    (weights, _), _ = jax.lax.scan(body, (weights, optimiser.init(weights)), None, num_steps)
-    prec = lay.unravel_precisions(log_prec)
-    if "noise" in prec:
-        resid = model.y - bnn.forward(model.spec, lay.unravel_weights(weights), model.x)
-        prec = {**prec, "noise": -jnp.log(jnp.mean(resid * resid))}
-    flat = jnp.concatenate([weights, ravel_pytree(prec)[0]])
-    return flat.astype(position.dtype), int(num_steps)
-
-
-def run_nuts(target, start, budget: int, num_warmup: int, seed: int, chunk: int = 100):
-    """BlackJAX NUTS: window adaptation for ``num_warmup`` iterations, then draws until the
-    gradient evaluations (warm-up included) reach ``budget``. Returns ``(positions: (draws,
-    dim), cumulative gradients: (draws,), info)``."""
-    import blackjax
-
-    key_warm, key_sample = jax.random.split(jax.random.key(seed + 1000))
-    warmup = blackjax.window_adaptation(blackjax.nuts, target.logdensity)
-    (state, parameters), warm_info = warmup.run(key_warm, start, num_steps=num_warmup)
-    warm_grads = int(np.sum(warm_info.info.num_integration_steps))
-    kernel = blackjax.nuts(target.logdensity, **parameters)
-
-    @jax.jit
-    def sample_chunk(state, key):
-        def one(state, k):
-            state, info = kernel.step(k, state)
-            return state, (state.position, info.num_integration_steps, info.is_divergent,
-                           info.acceptance_rate)
-        return jax.lax.scan(one, state, jax.random.split(key, chunk))
-
-    positions, steps, divergent, accept = [], [], [], []
-    spent, index = warm_grads, 0
-    while spent < budget:
-        state, (pos, n, div, acc) = sample_chunk(state, jax.random.fold_in(key_sample, index))
-        positions.append(np.asarray(pos))
-        steps.append(np.asarray(n))
-        divergent.append(np.asarray(div))
-        accept.append(np.asarray(acc))
-        spent += int(np.sum(steps[-1]))
-        index += 1
-    dim = int(np.shape(start)[0])
-    if not positions:  # the warm-up alone spent the budget
-        empty = np.zeros(0)
-        info = {"num_grads": warm_grads, "network_grads": warm_grads, "warmup_grads": warm_grads,
-                "step_size": float(parameters["step_size"]), "mean_tree_steps": float("nan"),
-                "divergences": 0, "acceptance_rate": float("nan"), "num_draws": 0}
-        return np.zeros((0, dim)), empty, info
-    steps_all = np.concatenate(steps)
-    cumulative = warm_grads + np.cumsum(steps_all)
+    program = compile_nuts(target, num_chains=1, num_warmup=num_warmup, num_draws=max_draws,
+                           gradient_budget=budget, max_num_doublings=max_num_doublings)
+    result = program.run(jax.random.key(seed + 1000)[None], jnp.asarray(start)[None])
+    warm_grads = int(result.warmup_grads[0])
+    made = int(result.num_draws[0])
+    steps = result.num_grads[0, :made]
+    cumulative = warm_grads + np.cumsum(steps)
     keep = cumulative <= budget
     info = {
         "num_grads": int(cumulative[keep][-1]) if keep.any() else warm_grads,
-        "network_grads": int(cumulative[keep][-1]) if keep.any() else warm_grads,
         "warmup_grads": warm_grads,
-        "step_size": float(parameters["step_size"]),
-        "mean_tree_steps": float(np.mean(steps_all[keep])) if keep.any() else float("nan"),
-        "divergences": int(np.concatenate(divergent)[keep].sum()),
-        "acceptance_rate": float(np.mean(np.concatenate(accept)[keep])) if keep.any() else 0.0,
+        "step_size": float(result.step_size[0]),
+        "mean_tree_steps": float(np.mean(steps[keep])) if keep.any() else float("nan"),
+        "divergences": int(result.divergent[0, :made][keep].sum()),
+        "acceptance_rate": (float(np.mean(result.acceptance_rate[0, :made][keep]))
+                            if keep.any() else float("nan")),
         "num_draws": int(keep.sum()),
+        "max_num_doublings": max_num_doublings,
     }
-    return np.concatenate(positions)[keep], cumulative[keep], info
+    info["network_grads"] = info["num_grads"]
+    return result.positions[0, :made][keep], cumulative[keep], info
 
 
 # ----------------------------------------------------------------------------- evaluation

@@ -51,7 +51,6 @@ Two protocols (``mass_warmup``):
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -184,20 +183,17 @@ def fixed_run(target, params, budget, num_st, num_warmup, seed, mass_warmup=0, d
 
 
 def nuts_run(target, num_warmup, num_draws, seed, num_chains=4, dense=False):
-    """BlackJAX NUTS, window adaptation, 4 chains; gradients counted exactly; wall time of the
-    compiled warm-up and sampling (compilation excluded, as for HMC)."""
-    from adaptmc.bench import compiled_nuts
+    """BlackJAX NUTS (`adaptmc.baselines.nuts`): window adaptation, ``num_chains`` chains from
+    the target's initial position; gradients counted exactly, warm-up included; wall time of
+    the compiled warm-up and sampling (compilation excluded, as for HMC)."""
+    from adaptmc.baselines import nuts
 
-    compiled, keys = compiled_nuts(target, num_chains, num_warmup, num_draws, seed, dense)
-    tick = time.perf_counter()
-    draws, steps, warm_steps = compiled(keys)
-    draws = np.asarray(draws)
-    wall = time.perf_counter() - tick
-    # one gradient per integration step, plus the initial point of each chain
-    grads = int(steps.sum() + warm_steps.sum()) + num_chains
-    ess = diagnostics.ess(draws).min()
-    return {"ess_per_grad": float(ess / grads), "ess_per_s": float(ess / wall), "grads": grads,
-            "wall_s": wall}
+    result = nuts(target, seed, num_chains=num_chains, num_warmup=num_warmup,
+                  num_draws=num_draws, dense=dense)
+    ess = diagnostics.ess(result.positions).min()
+    grads = result.total_grads
+    return {"ess_per_grad": float(ess / grads), "ess_per_s": float(ess / result.wall_s),
+            "grads": grads, "wall_s": result.wall_s}
 
 
 def run_tuned_vs_oracle(out, quick=False, force=False, seed=0, targets=None,
@@ -206,7 +202,7 @@ def run_tuned_vs_oracle(out, quick=False, force=False, seed=0, targets=None,
     with the per-target boxes, otherwise the whitened one over the default box (``dense``:
     dense mass matrices, for HMC and NUTS alike; ``freeze``: the bandit stops adapting at the
     end of the burn-in and runs its best setting, as the README's main job does)."""
-    from adaptmc.io import create_output_dir, prepare_output_dir
+    from adaptmc.io import create_output_dir, prepare_output_dir, write_json
     from adaptmc.targets import get_target
 
     jax.config.update("jax_enable_x64", True)
@@ -247,7 +243,7 @@ def run_tuned_vs_oracle(out, quick=False, force=False, seed=0, targets=None,
             t = float(np.median([r["ess_per_grad"] for r in tuned[reward]]))
             print(f"[{name}] min-ESS/grad: tuned ({reward}) {t:.4g}  oracle {med['oracle']:.4g}  "
                   f"NUTS {med['nuts']:.4g}  (tuned/oracle {t / med['oracle']:.2f})", flush=True)
-        Path(path, "tuned_vs_oracle.json").write_text(json.dumps(results, indent=2))
+        write_json(Path(path, "tuned_vs_oracle.json"), results)
     table = markdown(results, budget, num_st, len(seeds), num_warmup, mass_warmup, dense,
                      freeze)
     Path(path, "tuned_vs_oracle.md").write_text(table + "\n")

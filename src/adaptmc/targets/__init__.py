@@ -1,7 +1,9 @@
 """Targets: flat log densities with gradients, and the built-ins by name.
 
-`BUILTIN_TARGETS` is a plain dict from name to a function that builds the target;
-`get_target` also accepts a user's ``module:function`` returning a `Target` (or a
+`BUILTIN_TARGETS` is a plain dict from name to a function that builds the target, or to a
+``module:function`` string for a target built in a higher layer (the robot-arm BNN lives in
+`adaptmc.models`, which imports this package), loaded when asked for; `get_target` also
+accepts a user's ``module:function`` returning a `Target` (or a
 ``(logdensity_fn, initial_params)`` pair). `from_numpyro` and `from_pymc` turn a NumPyro or
 PyMC model into a `Target`; `as_target` picks among all of these for one object.
 """
@@ -13,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adaptmc.spec import load_object
-from adaptmc.targets.base import Target, check_position, make_target
+from adaptmc.targets.base import Reference, Target, check_position, make_target
 from adaptmc.targets.funnel import banana, funnel
 from adaptmc.targets.gaussians import correlated_2d, gaussian, gp_gaussian_51d, neal_100d
 from adaptmc.targets.logistic import logistic_dataset, logistic_regression
@@ -21,7 +23,7 @@ from adaptmc.targets.numpyro_model import from_numpyro
 from adaptmc.targets.posteriordb import posteriordb_target, posteriordb_targets
 from adaptmc.targets.pymc_model import from_pymc
 
-BUILTIN_TARGETS: dict[str, Callable[[], Target]] = {
+BUILTIN_TARGETS: dict[str, Callable[[], Target] | str] = {
     "neal-100d": neal_100d,
     "gauss-2d-v1": lambda: correlated_2d(1.0),
     "gauss-2d-v2": lambda: correlated_2d(2.0),
@@ -29,6 +31,7 @@ BUILTIN_TARGETS: dict[str, Callable[[], Target]] = {
     "std-normal-10d": lambda: gaussian([0.0] * 10, 1.0, name="std-normal-10d"),
     "funnel-10d": lambda: funnel(10),
     "banana": banana,
+    "bnn-robot-arm": "adaptmc.models.robot_arm:robot_arm_target",
     **{
         f"logistic-{name}": (lambda name=name: logistic_dataset(name))
         for name in ("australian", "german", "heart", "pima", "ripley", "caravan")
@@ -44,7 +47,8 @@ def get_target(spec: str) -> Target:
     ``(logdensity_fn, initial_params)`` that `make_target` turns into one.
     """
     if spec in BUILTIN_TARGETS:
-        return BUILTIN_TARGETS[spec]()
+        builder = BUILTIN_TARGETS[spec]
+        return (load_object(builder, "target") if isinstance(builder, str) else builder)()
     if ":" not in spec:
         raise ValueError(
             f"unknown target {spec!r}; built-ins: {', '.join(sorted(BUILTIN_TARGETS))}; "
@@ -130,6 +134,7 @@ def _is_numpyro_model(model: Callable, args: tuple, kwargs: dict) -> bool:
 
 __all__ = [
     "BUILTIN_TARGETS",
+    "Reference",
     "Target",
     "as_target",
     "banana",

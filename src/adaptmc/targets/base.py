@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +18,20 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 Array = jax.Array
+
+
+class Reference(NamedTuple):
+    """Known posterior moments of the quantities ``names``: published reference draws
+    (posteriordb), analytic moments (a Gaussian, Neal's funnel) or a long run.
+
+    ``mean, sd: (k,)``; ``mcse: (k,)`` the Monte Carlo standard error of ``mean``, or None
+    when the moments are exact.
+    """
+
+    names: tuple[str, ...]
+    mean: np.ndarray
+    sd: np.ndarray
+    mcse: np.ndarray | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,6 +58,8 @@ class Target:
         ``position: (dim,) -> {name: array}``, the model's parameters in their constrained
         space (a positive scale as itself, not its log), named as the model names them; the
         run loop stores draws through it when it is set. ``None``: draws are the positions.
+    reference
+        Known moments to check draws against (`Reference`), or None.
     """
 
     name: str
@@ -54,6 +70,7 @@ class Target:
     parameter_names: tuple[str, ...]
     info: dict = field(default_factory=dict)
     constrain: Callable[[Array], dict[str, Array]] | None = None
+    reference: Reference | None = None
 
     def logdensity_and_grad(self, position: Array) -> tuple[Array, Array]:
         """``position: (dim,) -> (scalar, (dim,))`` through ``jax.value_and_grad``."""

@@ -7,11 +7,13 @@ Built-ins include Neal's (2011) 100-d Gaussian with standard deviations 0.01, 0.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
 
-from adaptmc.targets.base import Target, make_target
+from adaptmc.targets.base import Reference, Target, make_target
 
 
 def gaussian(mean, cov, name: str = "gaussian", initial_position=None) -> Target:
@@ -50,12 +52,15 @@ def gaussian(mean, cov, name: str = "gaussian", initial_position=None) -> Target
     else:
         raise ValueError(f"covariance of shape {cov.shape} does not match mean of length {dim}")
     start = np.zeros(dim) if initial_position is None else np.asarray(initial_position, float)
-    return make_target(
+    target = make_target(
         logdensity,
         jnp.asarray(start),
         name=name,
         info={"mean": mean, "cov": full_cov},
     )
+    sd = np.sqrt(np.diag(full_cov))
+    return dataclasses.replace(
+        target, reference=Reference(target.parameter_names, mean, sd, None))
 
 
 def neal_100d() -> Target:

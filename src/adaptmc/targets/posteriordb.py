@@ -20,6 +20,7 @@ benchmark compares with the reference.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -32,7 +33,7 @@ from jax.scipy import stats
 from jax.scipy.special import gammaln
 
 from adaptmc.datasets.posteriordb import POSTERIORS, Posterior, load_posterior
-from adaptmc.targets.base import Target, make_target
+from adaptmc.targets.base import Reference, Target, make_target
 
 Array = jax.Array
 
@@ -423,28 +424,36 @@ def posteriordb_model(posterior: Posterior) -> PosteriordbModel:
 def posteriordb_target(name_or_path: str) -> Target:
     """A `Target` for a posteriordb posterior given by name or folder path.
 
-    ``info`` carries ``posterior`` (the name), ``reference_mean``, ``reference_sd`` and
-    ``reference_mcse`` (dicts over the reference names, e.g. ``"theta[1]"``),
-    ``reference_names`` (their order) and ``constrain``: flat unconstrained position
-    ``(dim,)`` -> dict of constrained arrays (use `constrained_draws` for many draws).
+    ``reference`` holds the published reference's mean, sd and MCSE over the constrained
+    quantities under the reference names (e.g. ``"theta[1]"``, in the reference draws'
+    order; Magnusson et al. 2024); ``info`` carries ``posterior`` (the name) and
+    ``constrain``: flat unconstrained position ``(dim,)`` -> dict of constrained arrays (use
+    `constrained_draws` for many draws).
     """
     posterior = load_posterior(name_or_path)
     model = posteriordb_model(posterior)
     _, unravel = ravel_pytree(model.initial_params)
-    return make_target(
+    target = make_target(
         model.logdensity,
         model.initial_params,
         name=f"pdb-{posterior.name}",
         info={
             "posterior": posterior.name,
             "path": str(posterior.path),
-            "reference_names": tuple(posterior.reference_draws),
-            "reference_mean": posterior.reference_mean,
-            "reference_sd": posterior.reference_sd,
-            "reference_mcse": posterior.reference_mcse,
             "constrain": lambda position: model.constrain(unravel(position)),
         },
     )
+    return dataclasses.replace(target, reference=posterior_reference(posterior))
+
+
+def posterior_reference(posterior: Posterior) -> Reference:
+    """The published reference of ``posterior`` as a `Reference` in the reference draws'
+    order: means and MCSEs of ``mean_value.json``, sds of the pooled reference draws."""
+    names = tuple(posterior.reference_draws)
+    sd = posterior.reference_sd
+    return Reference(names, np.array([posterior.reference_mean[n] for n in names]),
+                     np.array([sd[n] for n in names]),
+                     np.array([posterior.reference_mcse[n] for n in names]))
 
 
 def flatten_named(values: dict[str, np.ndarray], batch_ndim: int) -> dict[str, np.ndarray]:
@@ -494,7 +503,7 @@ def constrained_draws(target: Target, positions: np.ndarray) -> dict[str, np.nda
         raise ValueError(f"target {target.name!r} has no constrain function in its info")
     values = jax.jit(jax.vmap(jax.vmap(constrain)))(jnp.asarray(positions))
     flat = flatten_named(jax.tree.map(np.asarray, values), batch_ndim=2)
-    order = target.info.get("reference_names", tuple(flat))
+    order = tuple(flat) if target.reference is None else target.reference.names
     return {name: flat[name] for name in order}
 
 
