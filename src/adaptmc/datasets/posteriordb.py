@@ -34,6 +34,9 @@ POSTERIORS = (
     "garch-garch11",
     "kidiq-kidscore_momiq",
     "nes1972-nes",
+    "earnings-earn_height",
+    "gp_pois_regr-gp_regr",
+    "hudson_lynx_hare-lotka_volterra",
 )
 
 

@@ -1,4 +1,5 @@
-"""The eight posteriordb posteriors in ../shared/posteriordb as JAX log densities.
+"""The posteriordb posteriors in ../shared/posteriordb as JAX log densities: eight here, the
+unscaled regression, the GP and the ODE model in `adaptmc.targets.stan_translations`.
 
 Each Stan program is translated line by line. Parameters are sampled on Stan's
 unconstrained space with Stan's transforms and log-Jacobians (Stan Reference Manual,
@@ -405,6 +406,9 @@ MODELS: dict[str, Callable[[dict], PosteriordbModel]] = {
     "kidiq-kidscore_momiq": kidscore_momiq,
     "nes1972-nes": nes,
 }
+from adaptmc.targets.stan_translations import NEW_MODELS  # noqa: E402, I001  (imports this module)
+
+MODELS.update(NEW_MODELS)
 assert set(MODELS) == set(POSTERIORS)
 
 
