@@ -34,3 +34,19 @@ def test_a_divergent_super_transition_scores_nan():
     stats["is_divergent"][1, 3] = True
     for name, objective in objectives.OBJECTIVES.items():
         assert math.isnan(objective(positions, stats, 160)), name
+
+
+def test_chees_gives_nothing_for_antithetic_jumps_and_something_for_real_ones():
+    """x -> -x leaves every squared radius unchanged: ChEES 0 where ESJD is largest; draws
+    of a Gaussian that are independent score ChEES = 2 Var(||x||^2) / 4 = d per step (for
+    whitened draws, Var(chi^2_d) = 2 d), whatever the coordinates' scales."""
+    stats = {"is_divergent": np.zeros((2, 8), bool)}
+    antithetic = _alternating(2, 8, 3) * np.array([1.0, 2.0, 0.5])
+    assert objectives.chees_per_grad(antithetic, stats, 2 * 8) == 0.0
+    assert objectives.esjd_per_grad(antithetic, stats, 2 * 8) > 0
+    rng = np.random.default_rng(0)
+    dim, draws = 3, 200_000
+    independent = rng.normal(size=(1, draws, dim)) * np.array([1.0, 100.0, 0.01])
+    stats = {"is_divergent": np.zeros((1, draws), bool)}
+    value = objectives.chees_per_grad(independent, stats, draws)
+    assert math.isclose(value, dim, rel_tol=0.03)
