@@ -7,15 +7,10 @@ import numpy as np
 import pytest
 
 from adaptmc import io, run, tuners
+from adaptmc.adaptation import bracket_step, regularised_covariance, welford_update
 from adaptmc.kernels import HMCParams, hmc
 from adaptmc.targets import correlated_2d, gaussian
-from adaptmc.tuners.mass import (
-    bracket_step,
-    mass_adaptation,
-    regularised_covariance,
-    welford_update,
-    window_ends,
-)
+from adaptmc.tuners.mass import mass_adaptation, window_ends
 
 
 def test_windows_double_and_end_at_the_last_warmup_super_transition():

@@ -56,6 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from adaptmc.adaptation.bracketing import bracket_step
 from adaptmc.kernels.base import Kernel, StepInfo, check_positive, metropolis_hastings, select
 
 Array = jax.Array
@@ -257,8 +258,6 @@ def initial_step_size(key: Array, target, position, *, proposal: str = "mala",
         log_r = jax.vmap(lambda e: make(factor, state, e, target, False)[3])(eps)
         prob = jnp.exp(jnp.minimum(0.0, log_r))
         return jnp.mean(jnp.where(jnp.isfinite(log_r), prob, 0.0))
-
-    from adaptmc.tuners.mass import bracket_step  # the mass warm-up's doubling/halving
 
     log_h, bracket = math.log(step_size), np.array([-np.inf, np.inf])
     for _ in range(max_doublings):

@@ -1,5 +1,5 @@
 """Per-step dual averaging of a kernel's ``step_size`` during burn-in (Hoffman & Gelman 2014,
-Algorithm 5 / Eq. 6, using `adaptmc.tuners.dual_averaging`).
+Algorithm 5 / Eq. 6, using `adaptmc.adaptation.dual_averaging`).
 
 `with_step_size_adaptation` wraps any kernel whose ``Params`` has a ``step_size`` field
 (MALA, HMC with a fixed number of leapfrog steps) into a kernel whose state carries the
@@ -21,14 +21,14 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from adaptmc.kernels.base import Kernel, StepInfo
-from adaptmc.tuners.dual_averaging import (
+from adaptmc.adaptation.dual_averaging import (
     DualAveragingState,
     da_final_step_size,
     da_init,
     da_step_size,
     da_update,
 )
+from adaptmc.kernels.base import Kernel, StepInfo
 
 Array = jax.Array
 

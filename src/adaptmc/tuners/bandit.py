@@ -34,6 +34,13 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
+from adaptmc.adaptation.dual_averaging import (
+    DualAveragingState,
+    da_final_step_size,
+    da_init,
+    da_step_size,
+    da_update,
+)
 from adaptmc.tuners import acquisition as acq
 from adaptmc.tuners.base import Tuner
 from adaptmc.tuners.box import (
@@ -44,13 +51,6 @@ from adaptmc.tuners.box import (
     hmc_box,
     snap_unit,
     to_unit,
-)
-from adaptmc.tuners.dual_averaging import (
-    DualAveragingState,
-    da_final_step_size,
-    da_init,
-    da_step_size,
-    da_update,
 )
 from adaptmc.tuners.gp import GPPosterior, gp_fit, gp_predict, unique_points
 from adaptmc.tuners.parametric import (
