@@ -6,9 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from adaptmc import io, run, tuners
+from adaptmc import io, recipes, tuners
 from adaptmc.adaptation import bracket_step, regularised_covariance, welford_update
 from adaptmc.kernels import HMCParams, hmc
+from adaptmc.run import run
 from adaptmc.targets import correlated_2d, gaussian
 from adaptmc.tuners.mass import mass_adaptation, window_ends
 
@@ -119,7 +120,7 @@ def test_warm_start_shows_the_bandit_the_terminal_warmup_super_transitions():
     empty."""
     num_warmup, rng = 10, np.random.default_rng(4)
     for warm_start, expected in ((True, 2), (False, 0)):
-        tuner = mass_adaptation(tuners.gp_ucb(tuners.hmc_box()), 2, num_warmup,
+        tuner = mass_adaptation(tuners.gp_ucb(recipes.hmc_box()), 2, num_warmup,
                                 warm_start=warm_start)
         state = tuner.init(None)
         for index in range(num_warmup):

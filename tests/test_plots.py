@@ -12,8 +12,8 @@ from adaptmc.tuners.box import make_box
 
 @pytest.fixture(scope="module")
 def finished_run():
-    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)})
-    result = adaptmc.run(
+    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)}, integer=("num_leapfrog",))
+    result = adaptmc.run.run(
         adaptmc.targets.correlated_2d(), adaptmc.kernels.hmc, adaptmc.kernels.HMCParams(0.1, 6),
         num_super_transitions=8, gradient_budget=40, num_chains=2, tuner=tuners.gp_ucb(box),
         objective=adaptmc.objectives.esjd_per_grad, seed=4, progress=False,
@@ -69,7 +69,7 @@ def test_log_box_axes_are_logarithmic_and_span_the_box(finished_run):
 
     idata, _ = finished_run
     record = plots.tuning_record(idata)
-    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)},
+    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)}, integer=("num_leapfrog",),
                    log=("step_size", "num_leapfrog"))
     ax = Figure().subplots()
     plots.plot_reward_surface(ax, box, record["points"], record["rewards"], resolution=5)

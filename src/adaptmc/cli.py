@@ -204,14 +204,14 @@ def make_tuner(args):
 def make_box(args):
     """The bandit's search box from ``--box`` items over the kernel's default box
     (HMC: step_size in [0.01, 1], num_leapfrog in [1, 100]; MALA and RWM: step_size)."""
-    from adaptmc import tuners
+    from adaptmc import recipes, tuners
 
-    default = tuners.hmc_box()
+    default = recipes.hmc_box()
     if getattr(args, "kernel", "hmc") != "hmc":
         default = tuners.make_box({"step_size": (0.01, 1.0)})
     elif args.budget < 4 * default.upper[1]:
         # at least 4 draws per super-transition, the fewest an objective scores
-        default = tuners.hmc_box(num_leapfrog=(1, max(2, args.budget // 4)))
+        default = recipes.hmc_box(num_leapfrog=(1, max(2, args.budget // 4)))
     box = tuners.parse_box(list(getattr(args, "box", None) or []), default)
     top = box.upper[box.names.index("num_leapfrog")] if "num_leapfrog" in box.names else 0
     if top > args.budget:

@@ -18,7 +18,15 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from adaptmc.kernels.base import Kernel, StepInfo, check_positive, metropolis_hastings, select
+from adaptmc.kernels.base import (
+    Kernel,
+    StepInfo,
+    Tunable,
+    check_positive,
+    check_shape,
+    metropolis_hastings,
+    select,
+)
 
 Array = jax.Array
 
@@ -109,8 +117,9 @@ def cost(params: AMParams) -> int:
     return 1
 
 
-def check_params(params: AMParams) -> None:
+def check_params(params: AMParams, dim: int | None = None) -> None:
     check_positive("step_size", params.step_size)
+    check_shape("step_size", params.step_size, dim)
     check_positive("epsilon", params.epsilon)
     if float(params.adapt) not in (0.0, 1.0):
         raise ValueError(f"adapt must be 0 or 1, got {params.adapt}")
@@ -120,4 +129,6 @@ def check_params(params: AMParams) -> None:
         raise ValueError(f"scale must be >= 0 (0: 2.38^2 / d), got {params.scale}")
 
 
-adaptive_metropolis = Kernel("am", init, step, cost, check_params, AMParams)
+TUNABLES = (Tunable("step_size", bounds=(0.01, 1.0), label="eps", stat="step_size"),)
+
+adaptive_metropolis = Kernel("am", init, step, cost, check_params, AMParams, TUNABLES)

@@ -105,12 +105,14 @@ def with_step_size_adaptation(kernel: Kernel, target_acceptance: float = 0.8,
     def cost(params) -> int:
         return kernel.cost(inner_params(params))
 
-    def check_params(params) -> None:
-        kernel.check_params(inner_params(params))
+    def check_params(params, dim: int | None = None) -> None:
+        kernel.check_params(inner_params(params), dim=dim)
         if float(params.adapt) not in (0.0, 1.0):
             raise ValueError(f"adapt must be 0 or 1, got {params.adapt}")
         if not 0.0 < float(params.target_acceptance) < 1.0:
             raise ValueError(
                 f"target_acceptance must be in (0, 1), got {params.target_acceptance}")
 
-    return Kernel(name or f"{kernel.name}-da", init, step, cost, check_params, Params)
+    # the inner kernel's tunables: ``step_size`` is the initial step of the dual averaging
+    return Kernel(name or f"{kernel.name}-da", init, step, cost, check_params, Params,
+                  kernel.tunables)

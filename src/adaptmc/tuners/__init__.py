@@ -10,7 +10,7 @@ from adaptmc.tuners.bandit import (
     sir,
 )
 from adaptmc.tuners.base import Tuner
-from adaptmc.tuners.box import Box, hmc_box, make_box, parse_box
+from adaptmc.tuners.box import Box, box_from_tunables, make_box, parse_box
 from adaptmc.tuners.fixed import fixed, grid
 from adaptmc.tuners.schedules import SCHEDULES, constant, exponential, geometric, polynomial
 
@@ -18,6 +18,7 @@ __all__ = [
     "SCHEDULES",
     "Box",
     "Tuner",
+    "box_from_tunables",
     "constant",
     "dual_averaging_tuner",
     "exponential",
@@ -26,7 +27,6 @@ __all__ = [
     "gp_ucb",
     "grid",
     "hedge",
-    "hmc_box",
     "make_box",
     "normalise_rewards",
     "parametric",

@@ -41,14 +41,15 @@ from adaptmc.adaptation.dual_averaging import (
     da_step_size,
     da_update,
 )
+from adaptmc.kernels.hmc import hmc
 from adaptmc.tuners import acquisition as acq
 from adaptmc.tuners.base import Tuner
 from adaptmc.tuners.box import (
     Box,
     as_proposal,
+    box_from_tunables,
     from_proposal,
     from_unit,
-    hmc_box,
     snap_unit,
     to_unit,
 )
@@ -179,7 +180,7 @@ def _snapper(box: Box):
 
 
 def _check_box(box: Box | None) -> Box:
-    box = hmc_box() if box is None else box
+    box = box_from_tunables(hmc.tunables) if box is None else box
     if not isinstance(box, Box):
         raise TypeError(f"box must be a Box (see adaptmc.tuners.make_box), got {type(box)}")
     return box
