@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from adaptmc import run
 from adaptmc.kernels import HMCParams, HMCState, MALAParams, RWMParams, hmc, mala, rwm
+from adaptmc.run import run
 from adaptmc.targets import correlated_2d, gaussian, neal_100d
 from helpers import moment_z_scores
 

@@ -12,9 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from adaptmc import make_target, run
+from adaptmc import make_target
 from adaptmc.kernels import HMCParams, MALAParams, RWMParams, hmc, mala, rwm
 from adaptmc.objectives import esjd_per_grad
+from adaptmc.run import run
 from adaptmc.targets import correlated_2d, funnel, gaussian
 from adaptmc.tuners import grid
 
