@@ -341,3 +341,18 @@ def test_the_run_layer_and_the_box_know_no_hmc_parameter_names():
         text = path.read_text()
         for name in ("num_leapfrog", "step_size"):
             assert name not in text, f"{path.name} names {name}"
+
+
+def test_posterior_variables_come_from_constrain_when_the_target_has_it():
+    from types import SimpleNamespace
+
+    from adaptmc.run.idata import posterior_variables
+
+    positions = np.random.default_rng(14).normal(size=(2, 3, 3))
+    constrained = SimpleNamespace(constrain=lambda x: {"sigma": jnp.exp(x[0]), "beta": x[1:]})
+    variables = posterior_variables(constrained, positions)
+    assert set(variables) == {"sigma", "beta"}
+    np.testing.assert_allclose(variables["sigma"], np.exp(positions[..., 0]))
+    np.testing.assert_allclose(variables["beta"], positions[..., 1:])
+    plain = posterior_variables(TARGET, positions[..., :2])  # no constrain: the pytree
+    assert list(plain) == ["x"] and plain["x"].shape == (2, 3, 2)

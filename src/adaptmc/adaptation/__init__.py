@@ -9,7 +9,7 @@ from adaptmc.adaptation.dual_averaging import (
     da_step_size,
     da_update,
 )
-from adaptmc.adaptation.welford import regularised_covariance, welford_update
+from adaptmc.adaptation.welford import regularised_covariance, welford_step, welford_update
 
 __all__ = [
     "DualAveragingState",
@@ -19,5 +19,6 @@ __all__ = [
     "da_step_size",
     "da_update",
     "regularised_covariance",
+    "welford_step",
     "welford_update",
 ]

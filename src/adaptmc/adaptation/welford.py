@@ -4,7 +4,19 @@ from it (Stan Reference Manual, "HMC algorithm parameters")."""
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
+
+
+def welford_step(mean, scatter, count, x):
+    """Add one draw ``x: (dim,)`` to a running mean ``(dim,)`` and scatter matrix
+    ``(dim, dim)`` (sum of outer products of deviations) over ``count`` draws (Welford 1962),
+    in JAX so it runs inside a kernel step; returns the three updated."""
+    count = count + 1.0
+    delta = x - mean
+    mean = mean + delta / count
+    scatter = scatter + jnp.outer(delta, x - mean)
+    return mean, scatter, count
 
 
 def welford_update(count, mean, m2, draws: np.ndarray, dense: bool):

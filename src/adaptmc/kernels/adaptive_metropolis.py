@@ -18,6 +18,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from adaptmc.adaptation.welford import welford_step
 from adaptmc.kernels.base import (
     Kernel,
     StepInfo,
@@ -71,15 +72,6 @@ def init(position: Array, target) -> AMState:
     )
 
 
-def welford_update(mean: Array, scatter: Array, count: Array, x: Array):
-    """Add ``x: (dim,)`` to a running mean and scatter matrix; returns the three updated."""
-    count = count + 1.0
-    delta = x - mean
-    mean = mean + delta / count
-    scatter = scatter + jnp.outer(delta, x - mean)
-    return mean, scatter, count
-
-
 def proposal_cholesky(state: AMState, params: AMParams) -> Array:
     """Cholesky factor of ``C_t`` (Haario et al. 2001, Eq. 2.1)."""
     dim = state.position.shape[0]
@@ -106,7 +98,7 @@ def step(key: Array, state: AMState, target, params: AMParams) -> tuple[AMState,
     moved = state._replace(position=position, logdensity=logdensity, chol=chol)
 
     def adapting(s):
-        mean, scatter, count = welford_update(s.mean, s.scatter, s.count, s.position)
+        mean, scatter, count = welford_step(s.mean, s.scatter, s.count, s.position)
         s = s._replace(mean=mean, scatter=scatter, count=count)
         return s._replace(chol=proposal_cholesky(s, params))
 
