@@ -13,7 +13,9 @@ with warnings.catch_warnings():
 
 def mcse_mean(draws: np.ndarray) -> np.ndarray:
     """``draws: (chains, draws, dim) -> (dim,)`` Monte Carlo standard error of the mean."""
-    return np.array([az.mcse(draws[..., i], method="mean") for i in range(draws.shape[-1])])
+    # az.mcse returns shape (1,) for a (chains, draws) array in some ArviZ versions
+    return np.array([np.ravel(az.mcse(draws[..., i], method="mean"))[0]
+                     for i in range(draws.shape[-1])])
 
 
 def moment_z_scores(draws, true_mean, true_var):

@@ -8,8 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from adaptmc.adaptation import welford_step
 from adaptmc.kernels import AMParams, adaptive_metropolis
-from adaptmc.kernels.adaptive_metropolis import proposal_cholesky, welford_update
+from adaptmc.kernels.adaptive_metropolis import proposal_cholesky
 from adaptmc.targets import correlated_2d
 
 TARGET = correlated_2d(1.0)
@@ -19,7 +20,7 @@ def test_welford_matches_numpy_covariance():
     x = np.random.default_rng(0).normal(size=(50, 3))
     mean, scatter, count = jnp.asarray(x[0]), jnp.zeros((3, 3)), jnp.asarray(1.0)
     for row in x[1:]:
-        mean, scatter, count = welford_update(mean, scatter, count, jnp.asarray(row))
+        mean, scatter, count = welford_step(mean, scatter, count, jnp.asarray(row))
     np.testing.assert_allclose(mean, x.mean(0), rtol=1e-12)
     np.testing.assert_allclose(scatter / (count - 1), np.cov(x.T), rtol=1e-10)
 

@@ -8,9 +8,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from adaptmc import run
-from adaptmc.kernels import HMCParams, HMCState, MALAParams, RWMParams, hmc, mala, rwm
+from adaptmc.kernels import (
+    KERNELS,
+    HMCParams,
+    HMCState,
+    MALAParams,
+    RWMParams,
+    hmc,
+    mala,
+    rwm,
+)
+from adaptmc.models.bnn_hmc import bnn_hmc
+from adaptmc.recipes import hmc_box
+from adaptmc.run import run
 from adaptmc.targets import correlated_2d, gaussian, neal_100d
+from adaptmc.tuners.box import box_from_tunables
 from helpers import moment_z_scores
 
 NUM_EXACT = 20_000
@@ -31,12 +43,17 @@ def _one_step(kernel, params, target, draws, key, init=None):
 
 
 def _iid_z(after, target):
-    mean, var = target.info["mean"], np.diag(target.info["cov"])
+    """z-scores (independent draws: MCSE = sd / sqrt(n)) of the means, the variances and the
+    cross moments ``E[(x_i - m_i)(x_j - m_j)] = Sigma_ij`` (i < j) against the target's; a
+    kernel that kept the marginals but broke the correlation fails on the last."""
+    mean, cov = target.info["mean"], target.info["cov"]
     n = after.shape[0]
+    centred = after - mean
+    i, j = np.triu_indices(target.dim)  # diagonal: variances; above it: cross moments
+    products = centred[:, i] * centred[:, j]
     z_mean = (after.mean(0) - mean) / (after.std(0) / math.sqrt(n))
-    sq = (after - mean) ** 2
-    z_var = (sq.mean(0) - var) / (sq.std(0) / math.sqrt(n))
-    return np.concatenate([z_mean, z_var])
+    z_moments = (products.mean(0) - cov[i, j]) / (products.std(0) / math.sqrt(n))
+    return np.concatenate([z_mean, z_moments])
 
 
 DENSE_2D = correlated_2d(2.0)
@@ -53,8 +70,9 @@ ONE_STEP_CASES = {
 
 @pytest.mark.parametrize("case", sorted(ONE_STEP_CASES))
 def test_one_step_from_exact_draws_stays_exact(case):
-    """x ~ pi exactly; after one step the draws must still have pi's mean and variance.
-    Steps are large (acceptance well below 1), so a wrong M-H ratio shows."""
+    """x ~ pi exactly; after one step the draws must still have pi's mean and covariance
+    (variances and the cross moment E[x1 x2] of the correlated 2-d Gaussian). Steps are large
+    (acceptance well below 1), so a wrong M-H ratio shows."""
     kernel, params = ONE_STEP_CASES[case]
     seed = sorted(ONE_STEP_CASES).index(case)
     draws = _exact_draws(DENSE_2D, jax.random.key(100 + seed))
@@ -69,7 +87,8 @@ def test_one_step_from_exact_draws_stays_exact(case):
 
 def test_one_step_partial_refreshment_with_exact_momentum():
     """Generalised HMC: (x, p) drawn exactly from pi(x) N(p; 0, M); one step with partial
-    refreshment and momentum negation on rejection keeps both marginals exact."""
+    refreshment and momentum negation on rejection keeps both marginals exact (means,
+    variances and the cross moment of x)."""
     target = DENSE_2D
     draws = _exact_draws(target, jax.random.key(7))
     momenta = jax.random.normal(jax.random.key(8), draws.shape)
@@ -132,3 +151,61 @@ def test_isotropic_gaussian_dense_mass():
     result = run(target, hmc, params, num_super_transitions=10, gradient_budget=1000,
                  num_chains=4, num_warmup=2, seed=5, progress=False)
     _assert_moments(result, target)
+
+
+def test_correlation_breaking_kernel_fails_the_cross_moment_test():
+    """The one-step test can fail on the correlation alone: exact draws with x2 shuffled
+    keep both marginals but not E[x1 x2]."""
+    draws = np.asarray(_exact_draws(DENSE_2D, jax.random.key(300)))
+    shuffled = draws.copy()
+    shuffled[:, 1] = np.random.default_rng(0).permutation(shuffled[:, 1])
+    z = _iid_z(shuffled, DENSE_2D)  # means, then Sigma_11, Sigma_12, Sigma_22
+    assert np.max(np.abs(z[[0, 1, 2, 4]])) < 4  # means and variances still fine
+    assert abs(z[3]) > 10  # the cross moment E[x1 x2] is not
+
+
+ALL_KERNELS = {**KERNELS, "bnn-hmc": bnn_hmc}
+
+
+@pytest.mark.parametrize("name", sorted(ALL_KERNELS))
+def test_every_kernel_declares_tunables_that_are_params_fields(name):
+    kernel = ALL_KERNELS[name]
+    names = [t.name for t in kernel.tunables]
+    assert names and set(names) <= set(kernel.Params._fields)
+    assert "adapt" not in names
+    assert all(t.label for t in kernel.tunables)
+    box = box_from_tunables(kernel.tunables)
+    assert box.names == tuple(names)
+    assert box.integer.tolist() == [t.integer for t in kernel.tunables]
+
+
+def test_hmc_tunables_and_box():
+    by_name = {t.name: t for t in hmc.tunables}
+    assert by_name["step_size"].label == "eps" and by_name["step_size"].stat == "step_size"
+    assert by_name["num_leapfrog"].integer and by_name["num_leapfrog"].stat == "n_steps"
+    box = hmc_box()
+    assert box.names == ("step_size", "num_leapfrog")
+    np.testing.assert_allclose(box.lower, [0.01, 1])
+    np.testing.assert_allclose(box.upper, [1.0, 100])
+    assert box.integer.tolist() == [False, True] and not box.log.any()
+    assert hmc_box(log=True).log.tolist() == [True, True]
+    narrow = box_from_tunables(hmc.tunables, {"num_leapfrog": (2, 8)}, log=("step_size",))
+    np.testing.assert_allclose(narrow.upper, [1.0, 8])
+    assert narrow.log.tolist() == [True, False]
+    with pytest.raises(ValueError, match="not tunable"):
+        box_from_tunables(hmc.tunables, {"inverse_mass": (0.1, 1.0)})
+
+
+@pytest.mark.parametrize("name", sorted(ALL_KERNELS))
+def test_check_params_with_dim_refuses_wrong_shapes(name):
+    kernel = ALL_KERNELS[name]
+    params = kernel.Params()
+    kernel.check_params(params, dim=3)
+    kernel.check_params(params._replace(step_size=np.full(3, 0.1)), dim=3)
+    with pytest.raises(ValueError, match=r"step_size has shape \(2,\)"):
+        kernel.check_params(params._replace(step_size=np.full(2, 0.1)), dim=3)
+    kernel.check_params(params._replace(step_size=np.full(2, 0.1)))  # no dim: no shape check
+    if "inverse_mass" in kernel.Params._fields:
+        kernel.check_params(params._replace(inverse_mass=np.eye(3)), dim=3)
+        with pytest.raises(ValueError, match=r"inverse_mass has shape \(2, 2\)"):
+            kernel.check_params(params._replace(inverse_mass=np.eye(2)), dim=3)

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from adaptmc import run
 from adaptmc.kernels import HMCParams, MALAParams, RWMParams, hmc, mala, rwm
+from adaptmc.run import run
 from adaptmc.targets import logistic_dataset
 from helpers import mcse_mean
 

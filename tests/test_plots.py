@@ -18,7 +18,7 @@ from adaptmc.tuners.box import make_box, scale_unit, to_unit
 from adaptmc.tuners.gp import gp_predict
 from adaptmc.tuners.surrogate import GPConfig, fit_gp
 
-BOX = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)})
+BOX = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)}, integer=("num_leapfrog",))
 HYPER = {"alpha": 0.35, "signal_var": 0.3, "noise_var": 0.02, "delta": 0.05}
 NUM_SUPER = 8
 
@@ -40,7 +40,7 @@ def finished_run():
     state is put where the run puts it."""
     seen = {}
     tuner = tuners.gp_ucb(BOX, **HYPER)
-    result = adaptmc.run(
+    result = adaptmc.run.run(
         adaptmc.targets.correlated_2d(), adaptmc.kernels.hmc, adaptmc.kernels.HMCParams(0.1, 6),
         num_super_transitions=NUM_SUPER, gradient_budget=40, num_chains=2,
         tuner=capturing(tuner, seen), objective=adaptmc.objectives.esjd_per_grad, seed=4,
@@ -151,7 +151,7 @@ def test_log_box_axes_are_logarithmic_and_span_the_box(finished_run):
 
     idata, _, _ = finished_run
     record = plots.tuning_record(idata)
-    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)},
+    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)}, integer=("num_leapfrog",),
                    log=("step_size", "num_leapfrog"))
     ax = Figure().subplots()
     plots.plot_reward_surface(ax, box, record["points"], record["rewards"], resolution=5)

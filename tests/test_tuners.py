@@ -14,7 +14,7 @@ import pytest
 from scipy import integrate, stats
 
 import adaptmc
-from adaptmc import io, tuners
+from adaptmc import io, recipes, tuners
 from adaptmc.tuners import acquisition as acq
 from adaptmc.tuners import optimise
 from adaptmc.tuners.box import as_proposal, from_unit, make_box, parse_box, snap_unit, to_unit
@@ -66,7 +66,7 @@ def drive(tuner, reward_fn, num_steps: int, seed: int, noise: float):
 
 
 def test_box_maps_to_unit_cube_and_rounds_integers():
-    box = tuners.hmc_box()
+    box = recipes.hmc_box()
     assert box.names == ("step_size", "num_leapfrog")
     np.testing.assert_allclose(to_unit(box, [0.01, 1]), [0, 0])
     np.testing.assert_allclose(to_unit(box, [1.0, 100]), [1, 1])
@@ -74,13 +74,13 @@ def test_box_maps_to_unit_cube_and_rounds_integers():
     assert x[1] == round(1 + 0.503 * 99)
     np.testing.assert_allclose(from_unit(box, [-1.0, 2.0]), [0.01, 100])  # clipped
     np.testing.assert_allclose(snap_unit(box, to_unit(box, x)), to_unit(box, x))
-    custom = parse_box(["step_size=0.001:0.2", "num_leapfrog=5:50"])
+    custom = parse_box(["step_size=0.001:0.2", "num_leapfrog=5:50"], recipes.hmc_box())
     np.testing.assert_allclose(custom.lower, [0.001, 5])
     assert custom.integer.tolist() == [False, True]
 
 
 def test_log_box_maps_decades_evenly_and_round_trips():
-    box = tuners.hmc_box(log=True)
+    box = recipes.hmc_box(log=True)
     np.testing.assert_allclose(to_unit(box, [0.1, 10]), [0.5, 0.5])
     np.testing.assert_allclose(from_unit(box, [0.5, 0.5]), [0.1, 10])
     np.testing.assert_allclose(from_unit(box, [[0, 0], [1, 1]]), [[0.01, 1], [1.0, 100]])
@@ -106,7 +106,10 @@ def test_log_box_maps_decades_evenly_and_round_trips():
 )
 def test_bad_boxes_raise(bounds, items, match):
     with pytest.raises(ValueError, match=match):
-        make_box(bounds) if bounds is not None else parse_box(items)
+        if bounds is not None:
+            make_box(bounds, integer=tuple(n for n in bounds if n == "num_leapfrog"))
+        else:
+            parse_box(items, recipes.hmc_box())
 
 
 def test_schedules():
@@ -257,7 +260,7 @@ def test_direct_finds_the_maximum_of_a_known_function():
     u, value = optimise.maximise_unit_cube(f, 2)
     np.testing.assert_allclose(u, [0.7, 0.2], atol=2e-3)
     assert math.isclose(value, 1.0, rel_tol=1e-4)
-    box = make_box({"step_size": (0.0, 1.0), "num_leapfrog": (1, 11)})
+    box = make_box({"step_size": (0.0, 1.0), "num_leapfrog": (1, 11)}, integer=("num_leapfrog",))
     u, _ = optimise.maximise_unit_cube(lambda u: -np.sum((u - [0.33, 0.46]) ** 2), 2,
                                   snap=lambda u: snap_unit(box, u))
     assert from_unit(box, u)[1] == 6  # 0.46 * 10 + 1 = 5.6 rounds to 6
@@ -284,7 +287,7 @@ def test_batched_direct_matches_scipy_direct(dim):
 
 
 def test_batched_direct_snaps_integers_and_ignores_non_finite_values():
-    box = make_box({"step_size": (0.0, 1.0), "num_leapfrog": (1, 11)})
+    box = make_box({"step_size": (0.0, 1.0), "num_leapfrog": (1, 11)}, integer=("num_leapfrog",))
     calls = []
 
     def f(u):
@@ -306,7 +309,7 @@ def test_gp_ucb_defaults_stop_exploring_after_the_burn_in():
     # sizes. With the default signal variance and annealing rate the bandit stays near the
     # peak after its exploring phase; with the old defaults (signal variance 1, lambda 0.01)
     # UCB kept going back to unexplored corners.
-    box = tuners.hmc_box()
+    box = recipes.hmc_box()
 
     def reward(proposal):
         u = to_unit(box, [proposal["step_size"], proposal["num_leapfrog"]])
@@ -341,7 +344,7 @@ def test_bandit_finds_the_optimum_of_noisy_known_functions(name):
     def quadratic(p):
         return -((p["step_size"] - 0.3) / 0.99) ** 2 - ((p["num_leapfrog"] - 70) / 99) ** 2
 
-    hmc = tuners.hmc_box()
+    hmc = recipes.hmc_box()
     state = drive(BANDITS[name](hmc), quadratic, 60, seed, 0.01)
     corners = [{"step_size": s, "num_leapfrog": n} for s in (0.01, 1.0) for n in (1, 100)]
     worst = -min(quadratic(c) for c in corners)
@@ -410,7 +413,7 @@ ALL_TUNERS = {
 
 @pytest.mark.parametrize("name", sorted(ALL_TUNERS))
 def test_tuner_state_round_trips_through_a_checkpoint(name, tmp_path):
-    box = make_box({"step_size": (0.05, 0.5), "num_leapfrog": (2, 20)})
+    box = make_box({"step_size": (0.05, 0.5), "num_leapfrog": (2, 20)}, integer=("num_leapfrog",))
     tuner = ALL_TUNERS[name](box)
     state = tuner.init(jax.random.key(1))
     template = tuner.init(jax.random.key(1))
@@ -431,8 +434,8 @@ def test_tuner_state_round_trips_through_a_checkpoint(name, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(ALL_TUNERS))
 def test_run_end_to_end_with_each_tuner(name):
-    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)})
-    result = adaptmc.run(
+    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)}, integer=("num_leapfrog",))
+    result = adaptmc.run.run(
         adaptmc.targets.correlated_2d(),
         adaptmc.kernels.hmc,
         adaptmc.kernels.HMCParams(0.1, 6),
@@ -531,16 +534,16 @@ def test_cli_sample_with_a_bandit_writes_plots(tmp_path):
 
 
 def test_resumed_bandit_run_matches_an_uninterrupted_one(tmp_path):
-    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)})
+    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)}, integer=("num_leapfrog",))
     kwargs = dict(
         num_super_transitions=5, gradient_budget=40, num_chains=2,
         objective=adaptmc.objectives.esjd_per_grad, seed=8, progress=False, checkpoint_every=1,
     )
     target, params = adaptmc.targets.correlated_2d(), adaptmc.kernels.HMCParams(0.1, 6)
-    whole = adaptmc.run(target, adaptmc.kernels.hmc, params, tuner=tuners.hedge(box), **kwargs)
-    adaptmc.run(target, adaptmc.kernels.hmc, params, tuner=tuners.hedge(box),
+    whole = adaptmc.run.run(target, adaptmc.kernels.hmc, params, tuner=tuners.hedge(box), **kwargs)
+    adaptmc.run.run(target, adaptmc.kernels.hmc, params, tuner=tuners.hedge(box),
                 output_dir=tmp_path / "r", stop_after=3, **kwargs)
-    resumed = adaptmc.run(target, adaptmc.kernels.hmc, params, tuner=tuners.hedge(box),
+    resumed = adaptmc.run.run(target, adaptmc.kernels.hmc, params, tuner=tuners.hedge(box),
                           output_dir=tmp_path / "r", resume=True, **kwargs)
     for name in ("step_size", "num_leapfrog", "reward"):
         np.testing.assert_array_equal(resumed.idata.tuning[name].values,

@@ -4,14 +4,14 @@ The pieces compose in one call::
 
     import adaptmc
     target = adaptmc.targets.get_target("neal-100d")
-    result = adaptmc.run(target, adaptmc.kernels.hmc, adaptmc.kernels.HMCParams(0.01, 50),
-                         num_super_transitions=20, gradient_budget=1000)
+    result = adaptmc.run.run(target, adaptmc.kernels.hmc, adaptmc.kernels.HMCParams(0.01, 50),
+                             num_super_transitions=20, gradient_budget=1000)
     print(adaptmc.diagnostics.format_summary(result.idata))
 """
 
-from adaptmc import diagnostics, kernels, objectives, targets, tuners
+from adaptmc import diagnostics, kernels, objectives, run, targets, tuners
 from adaptmc.api import sample
-from adaptmc.run import RunResult, run
+from adaptmc.run import RunResult
 from adaptmc.targets import Target, make_target
 
 __version__ = "0.1.0"

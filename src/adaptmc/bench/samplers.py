@@ -161,9 +161,9 @@ def adaptmc_hmc_grid(target, seed: int, config: BenchConfig) -> SamplerOutput:
 
 def _bandit_then_sample(target, seed: int, config: BenchConfig, bandit) -> SamplerOutput:
     """Dual-averaging warm-up, then ``bandit(box, initial=...)`` (any tuner of
-    `adaptmc.tuners.bandit`) over step size in ``[0.5, 2] x`` the warm-up's and L in
+    `adaptmc.tuners.policies`) over step size in ``[0.5, 2] x`` the warm-up's and L in
     ``[1, 64]``, starting from the warm-up's step size and L = 10, then sampling at its best."""
-    from adaptmc.tuners import hmc_box
+    from adaptmc.recipes import hmc_box
 
     def make(params):
         eps = float(params.step_size)

@@ -56,10 +56,10 @@ def _blackjax_runner(target, step_size, num_leapfrog, num_chains, num_steps):
 
 def _adaptmc_runner(target, step_size, num_leapfrog, num_chains, num_steps):
     from adaptmc.kernels import HMCParams, hmc
-    from adaptmc.run import _Loop
+    from adaptmc.run import SuperTransitionLoop
 
     params = HMCParams(step_size, num_leapfrog)
-    loop = _Loop(target, hmc, num_chains)
+    loop = SuperTransitionLoop(target, hmc, num_chains)
     keys = jax.random.split(jax.random.key(2), num_chains)
     starts = jnp.tile(target.initial_position, (num_chains, 1))
     states = jax.vmap(lambda x: hmc.init(x, target))(starts)
@@ -74,8 +74,8 @@ def _adaptmc_runner(target, step_size, num_leapfrog, num_chains, num_steps):
 
 
 def _end_to_end(target, step_size, num_leapfrog, num_chains, num_steps):
-    from adaptmc import run
     from adaptmc.kernels import HMCParams, hmc
+    from adaptmc.run import run
 
     result = run(target, hmc, HMCParams(step_size, num_leapfrog), num_super_transitions=4,
                  gradient_budget=num_steps * num_leapfrog // 4, num_chains=num_chains,

@@ -126,15 +126,15 @@ def tuner_run(variance: float, name: str, quick: bool, seed: int, run_dir: Path)
     """Tune HMC on ``gauss-2d-v{variance}`` with tuner ``name``, writing the run folder (draws,
     checkpoint, tuning plots) to ``run_dir``; returns the setting the tuner would freeze on,
     ``best`` of its final state as checkpointed."""
-    from adaptmc import io, kernels, objectives, targets, tuners
+    from adaptmc import io, kernels, objectives, recipes, targets, tuners
     from adaptmc.plots import write_tuning_plots
     from adaptmc.run import run
 
     if quick:
-        box = tuners.hmc_box(step_size=(0.01, 0.3), num_leapfrog=(5, 8))
+        box = recipes.hmc_box(step_size=(0.01, 0.3), num_leapfrog=(5, 8))
         num_st, budget, chains = 6, 40, 2
     else:
-        box = tuners.hmc_box(step_size=(0.01, 0.3), num_leapfrog=(1, 100))
+        box = recipes.hmc_box(step_size=(0.01, 0.3), num_leapfrog=(1, 100))
         num_st, budget, chains = 60, 1000, 4
     make = {
         "gp-ucb": tuners.gp_ucb, "parametric": tuners.parametric, "hedge": tuners.hedge,

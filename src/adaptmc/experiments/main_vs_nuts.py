@@ -15,11 +15,12 @@ def run_main_vs_nuts(out, quick: bool = False, force: bool = False, seed: int = 
     """The README's first command (the bandit frozen at its best setting after the 30 burn-in
     super-transitions, ``--adapt-until 30``) against NUTS, seeds ``seed..seed+4``;
     ``keep_adapting`` lets the bandit go on adopting (with annealed probability) instead."""
-    from adaptmc import diagnostics, run, tuners
+    from adaptmc import diagnostics, recipes, tuners
     from adaptmc.baselines import nuts
     from adaptmc.io import create_output_dir, prepare_output_dir, write_json
     from adaptmc.kernels import HMCParams, hmc
     from adaptmc.objectives import OBJECTIVES
+    from adaptmc.run import run
     from adaptmc.targets import get_target
     from adaptmc.tuners.mass import mass_adaptation
 
@@ -29,7 +30,7 @@ def run_main_vs_nuts(out, quick: bool = False, force: bool = False, seed: int = 
     target = get_target("neal-100d")
     rows = []
     for s in range(seed, seed + (1 if quick else 5)):
-        tuner = mass_adaptation(tuners.gp_ucb(tuners.hmc_box()), target.dim, 10,
+        tuner = mass_adaptation(tuners.gp_ucb(recipes.hmc_box()), target.dim, 10,
                                 warm_start=True)
         result = run(target, hmc, HMCParams(jitter=0.2), tuner=tuner,
                      objective=OBJECTIVES["esjd-sqrt-l"], num_super_transitions=80,

@@ -157,7 +157,8 @@ def run_seed(config: Config, seed: int, log=print) -> dict:
     target = cv.product_target(model, masks, name="robot-arm-cv")
     objective = cv.cv_objective(model, masks, loss="mse", folds=range(config.num_folds),
                                 log_scale=True, fail_when_stuck=config.fail_when_stuck)
-    box = make_box({"step_size": config.step_size_box, "num_leapfrog": config.num_leapfrog_box})
+    box = make_box({"step_size": config.step_size_box, "num_leapfrog": config.num_leapfrog_box},
+                   integer=("num_leapfrog",))
     tuner = _ignore_divergences(gp_ucb(box))
     if config.tuner_burn_in:
         tuner = after_burn_in(tuner, config.tuner_burn_in, config.expert)
@@ -427,7 +428,8 @@ def make_figures(out: Path, config: Config, per_seed: list) -> None:
     points = np.stack([np.asarray(tuning["step_size"], float),
                        np.asarray(tuning["num_leapfrog"], float)], axis=1)
     rewards = np.asarray(tuning["reward"], float)
-    box = make_box({"step_size": config.step_size_box, "num_leapfrog": config.num_leapfrog_box})
+    box = make_box({"step_size": config.step_size_box, "num_leapfrog": config.num_leapfrog_box},
+                   integer=("num_leapfrog",))
     post = fit_gp(box, {"points": points, "rewards": rewards})
     eps = np.linspace(*config.step_size_box, 60)
     steps = np.linspace(*config.num_leapfrog_box, 60)

@@ -26,7 +26,7 @@ Protocol choices, the same for the oracle and the tuned runs:
 - The first ``num_warmup`` super-transitions (20 % of the run) are burn-in: their draws are
   dropped and their gradients counted, for the oracle as for the tuned run. The bandit does
   most of its exploring there; its annealed adoption keeps going afterwards.
-- The bandit searches the box in log coordinates (`adaptmc.tuners.hmc_box` with
+- The bandit searches the box in log coordinates (`adaptmc.recipes.hmc_box` with
   ``log=True``), as the oracle's grid is log-spaced over it: the same box, with each decade
   of ``eps`` and ``L`` given the same share. In linear coordinates the good region of
   gauss-2d-v2 (``eps`` near 1, ``L`` in 2..7 of 1..100) is 5 % of the ``L`` axis, less than a
@@ -42,7 +42,7 @@ Two protocols (``mass_warmup``):
 - *whitened* (``mass_warmup=MASS_WARMUP``): every HMC run, oracle and tuned alike, starts with
   `adaptmc.tuners.mass.mass_adaptation` (diagonal, Stan-like doubling windows) for
   ``mass_warmup`` super-transitions inside the burn-in, then runs its (eps, L), fixed or
-  tuned, over the default box (`adaptmc.tuners.hmc_box`, eps in [0.01, 1], L in [1, 100]) for
+  tuned, over the default box (`adaptmc.recipes.hmc_box`, eps in [0.01, 1], L in [1, 100]) for
   every target. The oracle grid itself runs with a diagonal inverse mass estimated once per
   target (`whitening_mass`); its winner is then re-measured with the full protocol, mass
   adaptation included. This is what the README's main job does, and what NUTS's window
@@ -59,7 +59,7 @@ import numpy as np
 
 from adaptmc import diagnostics
 
-# the whitened protocol's box for every target: `adaptmc.tuners.hmc_box`'s defaults
+# the whitened protocol's box for every target: `adaptmc.recipes.hmc_box`'s defaults
 DEFAULT_BOX = ((0.01, 1.0), (1, 100))
 # the unit-mass protocol's boxes, target: (eps box, L box)
 BOXES = {
@@ -85,8 +85,8 @@ REWARDS = ("esjd", "esjd-sqrt-l")
 
 def oracle_grid(target, box, budget, num_st, seed, points=8, inverse_mass=1.0):
     """ESS per gradient at every grid point; returns (rows, best)."""
-    from adaptmc import run
     from adaptmc.kernels import HMCParams, hmc
+    from adaptmc.run import run
 
     (eps_lo, eps_hi), (l_lo, l_hi) = box
     eps_values = np.geomspace(eps_lo, eps_hi, points)
@@ -112,8 +112,9 @@ def whitening_mass(target, budget, mass_warmup, seed, dense=False):
     """An inverse mass for the oracle grid of the whitened protocol: the posterior variances
     (``dense``: covariance) of the draws of a mass-adapted run (``mass_warmup`` warm-up
     super-transitions, then 10 more)."""
-    from adaptmc import run, tuners
+    from adaptmc import tuners
     from adaptmc.kernels import HMCParams, hmc
+    from adaptmc.run import run
     from adaptmc.tuners.mass import mass_adaptation
 
     result = run(target, hmc, HMCParams(jitter=HMC_JITTER),
@@ -133,11 +134,12 @@ def _with_mass(inner, target, mass_warmup, warm_start=False, dense=False):
 
 def tuned_run(target, box, budget, num_st, num_warmup, seed, objective_name=OBJECTIVE,
               mass_warmup=0, dense=False, freeze=False):
-    from adaptmc import run, tuners
+    from adaptmc import recipes, tuners
     from adaptmc.kernels import HMCParams, hmc
     from adaptmc.objectives import OBJECTIVES
+    from adaptmc.run import run
 
-    tuner_box = tuners.hmc_box(step_size=box[0], num_leapfrog=box[1], log=True)
+    tuner_box = recipes.hmc_box(step_size=box[0], num_leapfrog=box[1], log=True)
     tick = time.perf_counter()
     result = run(target, hmc, HMCParams(jitter=HMC_JITTER),
                  tuner=_with_mass(tuners.gp_ucb(tuner_box), target, mass_warmup, True, dense),
@@ -166,8 +168,9 @@ def tuned_run(target, box, budget, num_st, num_warmup, seed, objective_name=OBJE
 
 
 def fixed_run(target, params, budget, num_st, num_warmup, seed, mass_warmup=0, dense=False):
-    from adaptmc import run, tuners
+    from adaptmc import tuners
     from adaptmc.kernels import HMCParams, hmc
+    from adaptmc.run import run
 
     point = {"step_size": [params["step_size"]], "num_leapfrog": [params["num_leapfrog"]]}
     tick = time.perf_counter()

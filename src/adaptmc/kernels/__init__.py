@@ -1,7 +1,7 @@
 """Transition kernels: pure ``init`` / ``step`` functions with parameters at call time."""
 
 from adaptmc.kernels.adaptive_metropolis import AMParams, AMState, adaptive_metropolis
-from adaptmc.kernels.base import Kernel, StepInfo
+from adaptmc.kernels.base import Kernel, StepInfo, Tunable
 from adaptmc.kernels.gradient_adaptive import (
     GADMALAParams,
     GADRWMParams,
@@ -44,6 +44,7 @@ __all__ = [
     "RWMParams",
     "RWMState",
     "StepInfo",
+    "Tunable",
     "adaptive_metropolis",
     "gadmala",
     "gadmala_diag",

@@ -18,7 +18,16 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from adaptmc.kernels.base import Kernel, StepInfo, check_positive, metropolis_hastings, select
+from adaptmc.adaptation.welford import welford_step
+from adaptmc.kernels.base import (
+    Kernel,
+    StepInfo,
+    Tunable,
+    check_positive,
+    check_shape,
+    metropolis_hastings,
+    select,
+)
 
 Array = jax.Array
 
@@ -63,15 +72,6 @@ def init(position: Array, target) -> AMState:
     )
 
 
-def welford_update(mean: Array, scatter: Array, count: Array, x: Array):
-    """Add ``x: (dim,)`` to a running mean and scatter matrix; returns the three updated."""
-    count = count + 1.0
-    delta = x - mean
-    mean = mean + delta / count
-    scatter = scatter + jnp.outer(delta, x - mean)
-    return mean, scatter, count
-
-
 def proposal_cholesky(state: AMState, params: AMParams) -> Array:
     """Cholesky factor of ``C_t`` (Haario et al. 2001, Eq. 2.1)."""
     dim = state.position.shape[0]
@@ -98,7 +98,7 @@ def step(key: Array, state: AMState, target, params: AMParams) -> tuple[AMState,
     moved = state._replace(position=position, logdensity=logdensity, chol=chol)
 
     def adapting(s):
-        mean, scatter, count = welford_update(s.mean, s.scatter, s.count, s.position)
+        mean, scatter, count = welford_step(s.mean, s.scatter, s.count, s.position)
         s = s._replace(mean=mean, scatter=scatter, count=count)
         return s._replace(chol=proposal_cholesky(s, params))
 
@@ -109,8 +109,9 @@ def cost(params: AMParams) -> int:
     return 1
 
 
-def check_params(params: AMParams) -> None:
+def check_params(params: AMParams, dim: int | None = None) -> None:
     check_positive("step_size", params.step_size)
+    check_shape("step_size", params.step_size, dim)
     check_positive("epsilon", params.epsilon)
     if float(params.adapt) not in (0.0, 1.0):
         raise ValueError(f"adapt must be 0 or 1, got {params.adapt}")
@@ -120,4 +121,6 @@ def check_params(params: AMParams) -> None:
         raise ValueError(f"scale must be >= 0 (0: 2.38^2 / d), got {params.scale}")
 
 
-adaptive_metropolis = Kernel("am", init, step, cost, check_params, AMParams)
+TUNABLES = (Tunable("step_size", bounds=(0.01, 1.0), label="eps", stat="step_size"),)
+
+adaptive_metropolis = Kernel("am", init, step, cost, check_params, AMParams, TUNABLES)

@@ -9,7 +9,10 @@ A kernel is pure functions over an explicit state (BlackJAX's shape):
   super-transitions without recompiling;
 - ``cost(params) -> int``: gradient evaluations one step spends (Python int, computed before
   the super-transition to fix how many steps fit in the budget);
-- ``check_params(params)``: raise `ValueError` on an invalid setting.
+- ``check_params(params, dim=None)``: raise `ValueError` on an invalid setting; with the
+  target's ``dim``, also on vector or matrix parameters of the wrong shape;
+- ``tunables``: the `Tunable` parameters a tuner may set between super-transitions (name,
+  integer or real, default search box, the label and per-draw statistic the run records).
 
 Kernels that adapt inside every step (gradient-based adaptive MALA) keep their adapted
 quantities in their state and return them with it; discrete kernels (Ising moves) have
@@ -19,6 +22,7 @@ integer positions and report ``num_grads`` as log-density evaluations.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
@@ -47,15 +51,39 @@ class StepInfo(NamedTuple):
     num_grads: Array
 
 
+@dataclass(frozen=True)
+class Tunable:
+    """A parameter of a kernel's ``Params`` that a tuner may set between super-transitions.
+
+    name: the ``Params`` field; integer: proposals are rounded to integers; bounds: the
+    default search box ``(lower, upper)`` (None: no default, a box must be given); log:
+    searched in log scale by default; label: short name for progress bars (default: name);
+    stat: name of the per-draw ``sample_stats`` column that records the value in force
+    (None: not recorded).
+    """
+
+    name: str
+    integer: bool = False
+    bounds: tuple[float, float] | None = None
+    log: bool = False
+    label: str | None = None
+    stat: str | None = None
+
+    def __post_init__(self):
+        if self.label is None:
+            object.__setattr__(self, "label", self.name)
+
+
 class Kernel(NamedTuple):
-    """A transition kernel as four functions and its parameter type."""
+    """A transition kernel as four functions, its parameter type and its tunables."""
 
     name: str
     init: Callable[[Array, Any], Any]
     step: Callable[[Array, Any, Any, Any], tuple[Any, StepInfo]]
     cost: Callable[[Any], int]
-    check_params: Callable[[Any], None]
+    check_params: Callable[..., None]
     Params: type
+    tunables: tuple[Tunable, ...] = ()
 
 
 def metropolis_hastings(key, log_ratio, num_grads) -> tuple[Array, StepInfo]:
@@ -91,6 +119,20 @@ def check_positive(name: str, value) -> None:
     arr = np.asarray(value, dtype=float)
     if not bool(np.all(np.isfinite(arr))) or bool(np.any(arr <= 0)):
         raise ValueError(f"{name} must be positive and finite, got {value}")
+
+
+def check_shape(name: str, value, dim: int | None, matrix: bool = False) -> None:
+    """A vector (or, with ``matrix``, matrix) parameter must match the target's dimension:
+    shape ``()``, ``(dim,)`` or ``(dim, dim)``. No check when ``dim`` is None."""
+    if dim is None:
+        return
+    shape = np.shape(value)
+    allowed = [(), (dim,)] + ([(dim, dim)] if matrix else [])
+    if shape not in allowed:
+        raise ValueError(
+            f"{name} has shape {shape}; for a target of dimension {dim} it must be one "
+            f"of {', '.join(map(str, allowed))}"
+        )
 
 
 def check_inverse_mass(inverse_mass) -> None:

@@ -56,7 +56,16 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from adaptmc.kernels.base import Kernel, StepInfo, check_positive, metropolis_hastings, select
+from adaptmc.adaptation.bracketing import bracket_step
+from adaptmc.kernels.base import (
+    Kernel,
+    StepInfo,
+    Tunable,
+    check_positive,
+    check_shape,
+    metropolis_hastings,
+    select,
+)
 
 Array = jax.Array
 
@@ -258,8 +267,6 @@ def initial_step_size(key: Array, target, position, *, proposal: str = "mala",
         prob = jnp.exp(jnp.minimum(0.0, log_r))
         return jnp.mean(jnp.where(jnp.isfinite(log_r), prob, 0.0))
 
-    from adaptmc.tuners.mass import bracket_step  # the mass warm-up's doubling/halving
-
     log_h, bracket = math.log(step_size), np.array([-np.inf, np.inf])
     for _ in range(max_doublings):
         log_h, bracket = bracket_step(log_h, bracket, bool(acceptance(log_h) > 0.5))
@@ -326,9 +333,10 @@ def _make_cost(exact: bool):
     return cost
 
 
-def check_params(params) -> None:
+def check_params(params, dim: int | None = None) -> None:
     for name in ("step_size", "learning_rate", "rho_beta", "initial_beta"):
         check_positive(name, getattr(params, name))
+    check_shape("step_size", params.step_size, dim)
     if not 0.0 < float(params.target_acceptance) < 1.0:
         raise ValueError(f"target_acceptance must be in (0, 1), got {params.target_acceptance}")
     if float(params.adapt) not in (0.0, 1.0):
@@ -336,6 +344,9 @@ def check_params(params) -> None:
     if not 0.0 <= float(params.lr_decay) <= 1.0:
         raise ValueError(f"lr_decay must be in [0, 1], got {params.lr_decay}")
 
+
+# the initial factor ``L = step_size * I``; the factor itself adapts in the state
+TUNABLES = (Tunable("step_size", bounds=(0.01, 1.0), label="eps", stat="step_size"),)
 
 PARAMETRISATIONS = ("scaled", "direct", "diagonal")
 
@@ -354,7 +365,7 @@ def make_gadrwm(parametrisation: str = "scaled") -> Kernel:
     name = _kernel_name("gadrwm", parametrisation)
     step = _make_step(_rwm_proposal, exact=False, needs_grad_when_frozen=False)
     return Kernel(name, _make_init(parametrisation), step, _make_cost(False), check_params,
-                  GADRWMParams)
+                  GADRWMParams, TUNABLES)
 
 
 def make_gadmala(exact: bool = False, parametrisation: str = "scaled") -> Kernel:
@@ -363,7 +374,7 @@ def make_gadmala(exact: bool = False, parametrisation: str = "scaled") -> Kernel
     name = _kernel_name("gadmala" + ("-exact" if exact else ""), parametrisation)
     step = _make_step(_mala_proposal, exact=exact, needs_grad_when_frozen=True)
     return Kernel(name, _make_init(parametrisation), step, _make_cost(exact), check_params,
-                  GADMALAParams)
+                  GADMALAParams, TUNABLES)
 
 
 gadrwm = make_gadrwm()

@@ -17,8 +17,10 @@ import jax.numpy as jnp
 from adaptmc.kernels.base import (
     Kernel,
     StepInfo,
+    Tunable,
     check_inverse_mass,
     check_positive,
+    check_shape,
     metropolis_hastings,
     select,
 )
@@ -99,8 +101,10 @@ def cost(params: HMCParams) -> int:
     return int(params.num_leapfrog) * num_grads_per_step(LEAPFROG)
 
 
-def check_params(params: HMCParams) -> None:
+def check_params(params: HMCParams, dim: int | None = None) -> None:
     check_positive("step_size", params.step_size)
+    check_shape("step_size", params.step_size, dim)
+    check_shape("inverse_mass", params.inverse_mass, dim, matrix=True)
     num = params.num_leapfrog
     if int(num) != num or int(num) < 1:
         raise ValueError(f"num_leapfrog must be an integer >= 1, got {num}")
@@ -111,4 +115,9 @@ def check_params(params: HMCParams) -> None:
         raise ValueError(f"jitter must be in [0, 1), got {params.jitter}")
 
 
-hmc = Kernel("hmc", init, step, cost, check_params, HMCParams)
+TUNABLES = (
+    Tunable("step_size", bounds=(0.01, 1.0), label="eps", stat="step_size"),
+    Tunable("num_leapfrog", integer=True, bounds=(1, 100), label="L", stat="n_steps"),
+)
+
+hmc = Kernel("hmc", init, step, cost, check_params, HMCParams, TUNABLES)

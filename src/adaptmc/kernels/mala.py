@@ -12,8 +12,10 @@ import jax.numpy as jnp
 from adaptmc.kernels.base import (
     Kernel,
     StepInfo,
+    Tunable,
     check_inverse_mass,
     check_positive,
+    check_shape,
     metropolis_hastings,
     select,
 )
@@ -63,9 +65,13 @@ def cost(params: MALAParams) -> int:
     return 1
 
 
-def check_params(params: MALAParams) -> None:
+def check_params(params: MALAParams, dim: int | None = None) -> None:
     check_positive("step_size", params.step_size)
+    check_shape("step_size", params.step_size, dim)
+    check_shape("inverse_mass", params.inverse_mass, dim, matrix=True)
     check_inverse_mass(params.inverse_mass)
 
 
-mala = Kernel("mala", init, step, cost, check_params, MALAParams)
+TUNABLES = (Tunable("step_size", bounds=(0.01, 1.0), label="eps", stat="step_size"),)
+
+mala = Kernel("mala", init, step, cost, check_params, MALAParams, TUNABLES)

@@ -11,8 +11,10 @@ import jax.numpy as jnp
 from adaptmc.kernels.base import (
     Kernel,
     StepInfo,
+    Tunable,
     check_inverse_mass,
     check_positive,
+    check_shape,
     metropolis_hastings,
     select,
 )
@@ -54,9 +56,13 @@ def cost(params: RWMParams) -> int:
     return 1
 
 
-def check_params(params: RWMParams) -> None:
+def check_params(params: RWMParams, dim: int | None = None) -> None:
     check_positive("step_size", params.step_size)
+    check_shape("step_size", params.step_size, dim)
+    check_shape("inverse_mass", params.inverse_mass, dim, matrix=True)
     check_inverse_mass(params.inverse_mass)
 
 
-rwm = Kernel("rwm", init, step, cost, check_params, RWMParams)
+TUNABLES = (Tunable("step_size", bounds=(0.01, 1.0), label="eps", stat="step_size"),)
+
+rwm = Kernel("rwm", init, step, cost, check_params, RWMParams, TUNABLES)

@@ -1,5 +1,5 @@
 """Per-step dual averaging of a kernel's ``step_size`` during burn-in (Hoffman & Gelman 2014,
-Algorithm 5 / Eq. 6, using `adaptmc.tuners.dual_averaging`).
+Algorithm 5 / Eq. 6, using `adaptmc.adaptation.dual_averaging`).
 
 `with_step_size_adaptation` wraps any kernel whose ``Params`` has a ``step_size`` field
 (MALA, HMC with a fixed number of leapfrog steps) into a kernel whose state carries the
@@ -21,14 +21,14 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from adaptmc.kernels.base import Kernel, StepInfo
-from adaptmc.tuners.dual_averaging import (
+from adaptmc.adaptation.dual_averaging import (
     DualAveragingState,
     da_final_step_size,
     da_init,
     da_step_size,
     da_update,
 )
+from adaptmc.kernels.base import Kernel, StepInfo
 
 Array = jax.Array
 
@@ -105,12 +105,14 @@ def with_step_size_adaptation(kernel: Kernel, target_acceptance: float = 0.8,
     def cost(params) -> int:
         return kernel.cost(inner_params(params))
 
-    def check_params(params) -> None:
-        kernel.check_params(inner_params(params))
+    def check_params(params, dim: int | None = None) -> None:
+        kernel.check_params(inner_params(params), dim=dim)
         if float(params.adapt) not in (0.0, 1.0):
             raise ValueError(f"adapt must be 0 or 1, got {params.adapt}")
         if not 0.0 < float(params.target_acceptance) < 1.0:
             raise ValueError(
                 f"target_acceptance must be in (0, 1), got {params.target_acceptance}")
 
-    return Kernel(name or f"{kernel.name}-da", init, step, cost, check_params, Params)
+    # the inner kernel's tunables: ``step_size`` is the initial step of the dual averaging
+    return Kernel(name or f"{kernel.name}-da", init, step, cost, check_params, Params,
+                  kernel.tunables)

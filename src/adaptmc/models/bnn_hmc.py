@@ -27,7 +27,8 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from adaptmc.kernels.base import Kernel, StepInfo, check_positive
+from adaptmc.kernels.base import Kernel, StepInfo, check_positive, check_shape
+from adaptmc.kernels.hmc import TUNABLES as HMC_TUNABLES
 from adaptmc.kernels.hmc import HMCParams, HMCState
 from adaptmc.kernels.hmc import step as hmc_step
 from adaptmc.models import bnn
@@ -129,8 +130,9 @@ def cost(params: BNNHMCParams) -> int:
     return int(params.num_leapfrog) + 1
 
 
-def check_params(params: BNNHMCParams) -> None:
+def check_params(params: BNNHMCParams, dim: int | None = None) -> None:
     check_positive("step_size", params.step_size)
+    check_shape("step_size", params.step_size, dim)
     num = params.num_leapfrog
     if int(num) != num or int(num) < 1:
         raise ValueError(f"num_leapfrog must be an integer >= 1, got {num}")
@@ -138,4 +140,4 @@ def check_params(params: BNNHMCParams) -> None:
         raise ValueError(f"jitter must be in [0, 1), got {params.jitter}")
 
 
-bnn_hmc = Kernel("bnn-hmc", init, step, cost, check_params, BNNHMCParams)
+bnn_hmc = Kernel("bnn-hmc", init, step, cost, check_params, BNNHMCParams, HMC_TUNABLES)

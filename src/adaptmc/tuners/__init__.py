@@ -29,7 +29,7 @@ inner facts under ``"inner"``, and `chain` applies several, innermost first::
 """
 
 from adaptmc.tuners.base import Tuner, Wrapper, chain
-from adaptmc.tuners.box import Box, hmc_box, make_box, parse_box
+from adaptmc.tuners.box import Box, box_from_tunables, make_box, parse_box
 from adaptmc.tuners.fixed import fixed, grid
 from adaptmc.tuners.freeze import freeze
 from adaptmc.tuners.mass import mass_adaptation
@@ -45,6 +45,7 @@ __all__ = [
     "Tuner",
     "Wrapper",
     "chain",
+    "box_from_tunables",
     "constant",
     "dual_averaging_tuner",
     "exponential",
@@ -54,7 +55,6 @@ __all__ = [
     "gp_ucb",
     "grid",
     "hedge",
-    "hmc_box",
     "make_box",
     "mass_adaptation",
     "normalise_rewards",

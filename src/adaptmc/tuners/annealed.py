@@ -28,7 +28,6 @@ from adaptmc.tuners.box import (
     as_proposal,
     from_proposal,
     from_unit,
-    hmc_box,
     snap_unit,
     to_unit,
 )
@@ -55,9 +54,9 @@ def rng_from_key(key) -> np.random.Generator:
     return np.random.default_rng(np.asarray(data, dtype=np.uint32).ravel())
 
 
-def check_box(box: Box | None) -> Box:
-    """``box``, or the default HMC box when None; anything but a `Box` raises."""
-    box = hmc_box() if box is None else box
+def check_box(box: Box) -> Box:
+    """``box`` itself; anything but a `Box` raises (a bandit has no default box: the
+    kernel's tunables give one, `adaptmc.tuners.box_from_tunables`)."""
     if not isinstance(box, Box):
         raise TypeError(f"box must be a Box (see adaptmc.tuners.make_box), got {type(box)}")
     return box

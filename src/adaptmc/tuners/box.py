@@ -4,18 +4,15 @@ Bandit and Bayesian-optimisation tuners (Wang 2012, Sec. 4.2; Wang & de Freitas 
 a user-given box of kernel parameters. Internally every surrogate and acquisition works on the
 unit cube ``[0, 1]^d``: a point ``x`` of the box maps to ``u = (x - lower) / (upper - lower)``,
 so GP lengthscales "alpha times the box widths" are simply ``alpha`` in unit coordinates.
-Integer parameters (``num_leapfrog``) are rounded when a unit point is mapped back.
-Parameters flagged ``log`` map linearly in their logarithm, ``u = log(x / lower) /
-log(upper / lower)``, so a box spanning decades (step sizes 0.01 to 1, 1 to 100 leapfrog steps)
-gives each decade the same share of the unit cube, and GP lengthscales and DIRECT's
-trisections act on relative changes: a good region such as ``L`` in 2..7 of 1..100 then covers
-a quarter of the ``L`` axis rather than 5 %.
+Integer parameters are rounded when a unit point is mapped back. Parameters flagged ``log``
+map linearly in their logarithm, ``u = log(x / lower) / log(upper / lower)``, so a box spanning
+decades gives each decade the same share of the unit cube, and GP lengthscales and DIRECT's
+trisections act on relative changes: a good region such as 2..7 of 1..100 then covers a
+quarter of its axis rather than 5 %.
 
-The default HMC box is ``step_size`` in ``[0.01, 1.0]`` and ``num_leapfrog`` in ``[1, 100]``:
-it covers the step sizes that are stable for targets whose smallest scale lies between about
-0.005 and 0.5 (for a Gaussian, leapfrog is unstable above twice the smallest standard
-deviation, Neal 2011, Sec. 4.2) and trajectories of up to 100 gradient evaluations.
-Give another box with `make_box` or, from the command line, ``--box step_size=0.001:0.2``.
+A kernel declares its tunable parameters with their default bounds and integer flags
+(`adaptmc.kernels.base.Tunable`); `box_from_tunables` builds the default box from them, and
+`parse_box` overrides its bounds from the command line (``--box NAME=LOW:HIGH``).
 """
 
 from __future__ import annotations
@@ -23,10 +20,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-
-INTEGER_PARAMETERS = ("num_leapfrog",)
-
-HMC_DEFAULT_BOUNDS = {"step_size": (0.01, 1.0), "num_leapfrog": (1, 100)}
 
 
 class Box(NamedTuple):
@@ -44,7 +37,7 @@ class Box(NamedTuple):
         return len(self.names)
 
 
-def make_box(bounds: dict[str, tuple[float, float]], integer: tuple[str, ...] | None = None,
+def make_box(bounds: dict[str, tuple[float, float]], integer: tuple[str, ...] = (),
              log: tuple[str, ...] = ()) -> Box:
     """A `Box` from ``{name: (lower, upper)}``.
 
@@ -53,15 +46,13 @@ def make_box(bounds: dict[str, tuple[float, float]], integer: tuple[str, ...] | 
     bounds
         Inclusive bounds for each parameter, ``lower < upper``.
     integer
-        Names of the integer parameters; default: those in ``INTEGER_PARAMETERS``
-        (``num_leapfrog``). Integer bounds must be integers.
+        Names of the integer parameters (their bounds must be integers).
     log
         Names of the parameters searched in log scale (bounds must be positive).
     """
     if not bounds:
         raise ValueError("a box needs at least one parameter")
     names = tuple(bounds)
-    integer = tuple(n for n in names if n in INTEGER_PARAMETERS) if integer is None else integer
     unknown = (set(integer) | set(log)) - set(names)
     if unknown:
         raise ValueError(f"parameters {sorted(unknown)} are not in the box {names}")
@@ -79,33 +70,55 @@ def make_box(bounds: dict[str, tuple[float, float]], integer: tuple[str, ...] | 
     return Box(names, lower, upper, flags, log_flags)
 
 
-def hmc_box(
-    step_size: tuple[float, float] = HMC_DEFAULT_BOUNDS["step_size"],
-    num_leapfrog: tuple[int, int] = HMC_DEFAULT_BOUNDS["num_leapfrog"],
-    log: bool = False,
-) -> Box:
-    """The box over HMC's ``(step_size, num_leapfrog)``; defaults ``[0.01, 1] x [1, 100]``;
-    ``log=True`` searches both in log scale."""
-    return make_box({"step_size": step_size, "num_leapfrog": num_leapfrog},
-                    log=("step_size", "num_leapfrog") if log else ())
+def box_from_tunables(tunables, bounds: dict[str, tuple[float, float]] | None = None,
+                      log: tuple[str, ...] = ()) -> Box:
+    """The box over a kernel's tunable parameters.
+
+    Parameters
+    ----------
+    tunables
+        The kernel's ``tunables`` (`adaptmc.kernels.base.Tunable`): names, integer flags,
+        default bounds and log flags.
+    bounds
+        ``{name: (lower, upper)}`` overriding the default bounds of those tunables.
+    log
+        Names searched in log scale, besides the tunables flagged ``log``.
+    """
+    bounds = dict(bounds or {})
+    names = tuple(t.name for t in tunables)
+    unknown = set(bounds) - set(names)
+    if unknown:
+        raise ValueError(f"parameters {sorted(unknown)} are not tunable (tunable: {names})")
+    merged = {}
+    for tunable in tunables:
+        merged[tunable.name] = bounds.get(tunable.name, tunable.bounds)
+        if merged[tunable.name] is None:
+            raise ValueError(f"tunable {tunable.name!r} has no default bounds; give them")
+    integer = tuple(t.name for t in tunables if t.integer)
+    log = tuple(dict.fromkeys((*(t.name for t in tunables if t.log), *log)))
+    return make_box(merged, integer=integer, log=log)
 
 
-def parse_box(items: list[str], default: Box | None = None) -> Box:
-    """A box from command-line items ``NAME=LOW:HIGH`` (e.g. ``step_size=0.01:1``); names not
-    given keep the bounds of ``default`` (default: `hmc_box`)."""
-    default = hmc_box() if default is None else default
+def parse_box(items: list[str], default: Box) -> Box:
+    """A box from command-line items ``NAME=LOW:HIGH`` (e.g. ``x=0.01:1``); names not
+    given keep the bounds of ``default``, and integer and log flags are those of
+    ``default``."""
     bounds = {n: (lo, hi) for n, lo, hi in zip(default.names, default.lower, default.upper,
                                                strict=True)}
     for item in items:
         name, sep, rest = item.partition("=")
         low, colon, high = rest.partition(":")
         if not sep or not colon:
-            raise ValueError(f"--box {item!r}: expected NAME=LOW:HIGH, e.g. step_size=0.01:1")
+            raise ValueError(f"--box {item!r}: expected NAME=LOW:HIGH, e.g. x=0.01:1")
         try:
             bounds[name.strip()] = (float(low), float(high))
         except ValueError:
             raise ValueError(f"--box {item!r}: bounds must be numbers") from None
-    return make_box(bounds)
+    flags = zip(default.names, default.integer,
+                default.log if default.log is not None else [False] * default.dim, strict=True)
+    flags = list(flags)
+    return make_box(bounds, integer=tuple(n for n, i, _ in flags if i),
+                    log=tuple(n for n, _, lg in flags if lg))
 
 
 def to_unit(box: Box, x: np.ndarray) -> np.ndarray:

@@ -33,6 +33,8 @@ import math
 
 import numpy as np
 
+from adaptmc.adaptation.bracketing import bracket_step
+from adaptmc.adaptation.welford import regularised_covariance, welford_update
 from adaptmc.tuners.base import Tuner, describe_inner
 
 
@@ -54,34 +56,6 @@ def terminal_length(num_warmup: int) -> int:
     """Super-transitions at the end of a ``num_warmup`` warm-up that adapt only the step
     size, under the final metric (Stan's terminal window; a fifth, at least one)."""
     return max(1, num_warmup // 5)
-
-
-def regularised_covariance(count: float, m2: np.ndarray) -> np.ndarray:
-    """Stan's regularised estimate from a Welford sum of squares ``m2`` over ``count`` draws:
-    diagonal (``(dim,)``) or dense (``(dim, dim)``)."""
-    cov = m2 / max(count - 1.0, 1.0)
-    shrink = count / (count + 5.0)
-    jitter = 1e-3 * 5.0 / (count + 5.0)
-    if cov.ndim == 1:
-        return shrink * cov + jitter
-    return shrink * cov + jitter * np.eye(cov.shape[0])
-
-
-def welford_update(count, mean, m2, draws: np.ndarray, dense: bool):
-    """Add ``draws: (n, dim)`` to a Welford accumulator (Welford 1962; Chan et al. 1979 for
-    the batch merge)."""
-    n = draws.shape[0]
-    if n == 0:
-        return count, mean, m2
-    batch_mean = draws.mean(axis=0)
-    centred = draws - batch_mean
-    batch_m2 = centred.T @ centred if dense else np.sum(centred**2, axis=0)
-    delta = batch_mean - mean
-    total = count + n
-    new_mean = mean + delta * n / total
-    correction = np.outer(delta, delta) if dense else delta**2
-    new_m2 = m2 + batch_m2 + correction * count * n / total
-    return float(total), new_mean, new_m2
 
 
 def mass_adaptation(
@@ -228,18 +202,3 @@ def _warmup_update(state: dict, stats: dict, window_closes: bool, dim: int, dens
         "log_step": np.asarray(log_step),
         "bracket": bracket,
     }
-
-
-def bracket_step(log_step: float, bracket: np.ndarray, met_target: bool):
-    """One bracketing move on the log step size: record whether ``log_step`` met the target,
-    then double, halve or bisect. ``bracket = [largest log step that met the target,
-    smallest that missed it]``."""
-    low, high = (max(bracket[0], log_step), bracket[1]) if met_target else \
-        (bracket[0], min(bracket[1], log_step))
-    if not np.isfinite(high):
-        new = log_step + math.log(2.0)
-    elif not np.isfinite(low):
-        new = log_step - math.log(2.0)
-    else:
-        new = 0.5 * (low + high)
-    return new, np.array([low, high])

@@ -66,7 +66,7 @@ def _gp_best(box: Box, config: GPConfig, initial: dict | None):
 
 
 def gp_ucb(
-    box: Box | None = None,
+    box: Box,
     *,
     alpha: float = LENGTHSCALE_FRACTION,
     signal_var: float = SIGNAL_VAR,
@@ -85,7 +85,7 @@ def gp_ucb(
     Parameters
     ----------
     box
-        The search box (default `hmc_box`: step size in [0.01, 1], leapfrog steps in [1, 100]).
+        The search box (e.g. `adaptmc.recipes.hmc_box()`, or `box_from_tunables(kernel.tunables)`).
     alpha
         GP lengthscales as a fraction of the box widths.
     signal_var, noise_var
@@ -124,7 +124,7 @@ def gp_ucb(
 
 
 def hedge(
-    box: Box | None = None,
+    box: Box,
     *,
     eta: float = 1.0,
     xi: float = 0.01,
@@ -199,7 +199,7 @@ def hedge(
 
 
 def sir(
-    box: Box | None = None,
+    box: Box,
     *,
     temperature: float = 0.1,
     num_candidates: int = 1000,
@@ -241,7 +241,7 @@ def sir(
 
 
 def parametric(
-    box: Box | None = None,
+    box: Box,
     *,
     num_features: int = 20,
     widths: tuple[float, ...] = NIGConfig().widths,
@@ -296,7 +296,7 @@ def parametric(
                  best, describe)
 
 
-def random_search(box: Box | None = None, *, schedule: Schedule | None = None) -> Tuner:
+def random_search(box: Box, *, schedule: Schedule | None = None) -> Tuner:
     """A uniform draw from the box for every super-transition (Bergstra & Bengio 2012). Its
     proposals ignore the chain, so adapting forever is a valid mixture kernel; ``best`` is the
     tried setting with the highest mean reward. ``schedule`` (default: always new) can anneal

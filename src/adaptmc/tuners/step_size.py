@@ -6,14 +6,14 @@ import math
 
 import numpy as np
 
-from adaptmc.tuners.base import Tuner
-from adaptmc.tuners.dual_averaging import (
+from adaptmc.adaptation.dual_averaging import (
     DualAveragingState,
     da_final_step_size,
     da_init,
     da_step_size,
     da_update,
 )
+from adaptmc.tuners.base import Tuner
 
 
 def dual_averaging_tuner(

@@ -1,0 +1,392 @@
+"""The run loop: chains advance in super-transitions of a fixed gradient budget.
+
+A super-transition (Wang, Mohamed & de Freitas 2013, Sec. 3; Neal 1996) spends a budget of
+S gradient evaluations per chain: a kernel whose step costs c evaluations makes
+``floor(S / c)`` steps. Parameters change only between super-transitions, chosen by a tuner
+from the reward an objective computes on the draws of the previous one, so settings are
+compared at equal cost. Chains run vectorised under ``jit`` (`SuperTransitionLoop`), sharing
+the parameters of the super-transition.
+
+The loop knows no kernel's parameter names: integer rounding of proposals, the per-draw
+parameter columns and the progress bar come from the kernel's ``tunables``.
+
+Every gradient evaluation is counted: one per chain for the initial point, then what each
+step reports. The PRNG key of super-transition ``i`` is ``fold_in(key, i)``, so a run
+resumed from a checkpoint makes exactly the draws of an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from adaptmc.kernels.base import Kernel
+from adaptmc.run import callbacks, store
+from adaptmc.run.idata import to_inference_data
+from adaptmc.run.loop import SuperTransitionLoop
+from adaptmc.targets.base import Target, check_position
+from adaptmc.tuners.base import Tuner
+from adaptmc.tuners.fixed import fixed
+
+RECORD_FIELDS = (
+    "reward",
+    "acceptance_rate",
+    "divergences",
+    "num_grads",
+    "num_steps",
+    "num_draws",
+    "warmup",
+    "wall_s",
+    "tuner_s",
+    "objective_s",
+)
+
+
+@dataclass
+class RunResult:
+    """What `run` returns.
+
+    idata: ArviZ InferenceData with groups posterior, sample_stats, warmup_posterior,
+    warmup_sample_stats and tuning; num_grads: gradient evaluations over all chains,
+    initial points, warm-up and tuning included; output_dir: the run folder (or None).
+    """
+
+    idata: Any
+    num_grads: int
+    wall_s: float
+    compile_s: float
+    output_dir: Path | None
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What stays fixed during a run."""
+
+    target: Target
+    kernel: Kernel
+    params: Any
+    tuner: Tuner
+    objective: Any
+    num_super_transitions: int
+    gradient_budget: int
+    num_chains: int
+    num_warmup: int
+    adapt_until: int | None
+    thin: int
+    checkpoint_every: int
+    key: Any
+    run_dir: Path | None
+
+
+@dataclass
+class _Progress:
+    """What a run has done so far (everything a checkpoint saves, plus draws in memory)."""
+
+    states: Any
+    tuner_state: Any
+    record: dict
+    total_grads: int
+    start_index: int = 0
+    num_chunks: int = 0
+    chunks: list = field(default_factory=list)
+    pending: list = field(default_factory=list)  # chunks since the last checkpoint
+    frozen: dict | None = None  # the tuner's best setting, computed once adaptation stops
+
+
+def run(
+    target: Target,
+    kernel: Kernel,
+    params: Any | None = None,
+    *,
+    num_super_transitions: int,
+    gradient_budget: int,
+    num_chains: int = 4,
+    tuner: Tuner | None = None,
+    objective=None,
+    num_warmup: int = 0,
+    adapt_until: int | None = None,
+    seed: int = 0,
+    initial_positions: np.ndarray | None = None,
+    init_jitter: float = 0.5,
+    output_dir: str | Path | None = None,
+    force: bool = False,
+    resume: bool = False,
+    checkpoint_every: int = 10,
+    thin: int = 1,
+    progress: bool = True,
+    config: dict | None = None,
+    stop_after: int | None = None,
+) -> RunResult:
+    """Run ``num_chains`` chains for ``num_super_transitions`` super-transitions.
+
+    Parameters
+    ----------
+    target, kernel, params
+        What to sample, with which kernel and its starting ``Params`` (default: the kernel's
+        defaults).
+    gradient_budget
+        S, gradient evaluations per chain per super-transition.
+    tuner, objective
+        The tuner proposes parameters before each super-transition and is updated with
+        ``objective(positions, stats, num_grads)`` afterwards. Default: fixed parameters.
+    num_warmup
+        The first super-transitions whose draws go to the ``warmup_*`` groups.
+    adapt_until
+        After this many super-transitions the tuner's ``best`` setting is frozen (default:
+        adapt throughout; diminishing-adaptation tuners keep adapting safely).
+    initial_positions
+        ``(num_chains, dim)``; default: the target's initial position plus
+        ``U(-init_jitter, init_jitter)`` per coordinate.
+    output_dir, force, resume, checkpoint_every
+        Run folder; overwrite it; continue the run checkpointed there; super-transitions
+        between checkpoints.
+    thin
+        Keep every ``thin``-th draw (gradients, divergences and acceptance are still counted
+        over every step).
+    stop_after
+        Stop (as if killed) after this many super-transitions in this call; for tests.
+    """
+    started = time.perf_counter()
+    params = kernel.Params() if params is None else params
+    tuner = fixed() if tuner is None else tuner
+    _check_run_args(
+        target, kernel, params, tuner, num_super_transitions, gradient_budget, num_chains,
+        num_warmup, checkpoint_every, thin,
+    )
+    key_init, key_run = jax.random.split(jax.random.key(seed))
+    positions = _initial_positions(target, num_chains, initial_positions, init_jitter, key_init)
+    fingerprint = store.fingerprint(
+        target, kernel, params, tuner, num_super_transitions, gradient_budget, num_chains,
+        num_warmup, adapt_until, seed, thin,
+    )
+    run_dir = store.open_run_dir(output_dir, resume=resume, force=force,
+                                 fingerprint=fingerprint, config=config)
+    setup = _Setup(target, kernel, params, tuner, objective, num_super_transitions,
+                   gradient_budget, num_chains, num_warmup, adapt_until, thin,
+                   checkpoint_every, key_run, run_dir)
+    state = _start(setup, positions, key_init, resume)
+    loop = SuperTransitionLoop(target, kernel, num_chains, max_kept=gradient_budget // thin)
+    finished = _advance(setup, state, loop, progress, stop_after)
+    if not finished:
+        return RunResult(None, state.total_grads, time.perf_counter() - started,
+                         loop.compile_s, run_dir)
+    return _finish(setup, state, loop, started, seed)
+
+
+def _initial_positions(target: Target, num_chains: int, initial_positions, init_jitter: float,
+                       key) -> jax.Array:
+    """``(num_chains, dim)`` starting points, checked finite with finite gradients."""
+    if initial_positions is None:
+        jitter = jax.random.uniform(
+            key, (num_chains, target.dim), minval=-init_jitter, maxval=init_jitter
+        )
+        initial_positions = target.initial_position + jitter.astype(target.initial_position.dtype)
+    initial_positions = jnp.asarray(initial_positions, dtype=target.initial_position.dtype)
+    if initial_positions.shape != (num_chains, target.dim):
+        raise ValueError(
+            f"initial_positions must have shape ({num_chains}, {target.dim}), "
+            f"got {initial_positions.shape}"
+        )
+    for c in range(num_chains):
+        check_position(target, initial_positions[c], what=f"initial position of chain {c}")
+    return initial_positions
+
+
+def _start(setup: _Setup, positions, key_init, resume: bool) -> _Progress:
+    """Fresh chain and tuner states, or those of the checkpoint when resuming."""
+    target, kernel = setup.target, setup.kernel
+    states = jax.vmap(lambda x: kernel.init(x, target))(positions)
+    tuner_state = setup.tuner.init(jax.random.fold_in(key_init, 1))
+    state = _Progress(states, tuner_state, _empty_record(setup.tuner), setup.num_chains)
+    if not resume:
+        return state
+    saved = store.load_checkpoint(setup.run_dir, setup.key, states, tuner_state)
+    if saved is not None:
+        state.states, state.tuner_state = saved["states"], saved["tuner_state"]
+        state.record, state.chunks = saved["record"], saved["chunks"]
+        state.start_index, state.total_grads = saved["next"], saved["total_grads"]
+        state.num_chunks = saved["num_chunks"]
+    return state
+
+
+def _advance(setup: _Setup, state: _Progress, loop, progress: bool,
+             stop_after: int | None) -> bool:
+    """Run the remaining super-transitions, checkpointing as configured; False when
+    ``stop_after`` stopped the run early (its draws since the last checkpoint are saved)."""
+    bar = None
+    if progress:
+        bar = callbacks.ProgressBar(setup.num_super_transitions, state.start_index,
+                                    setup.kernel.tunables)
+    should_stop = callbacks.stop_after(stop_after, state.start_index)
+    try:
+        for index in range(state.start_index, setup.num_super_transitions):
+            if should_stop(index):
+                if setup.run_dir is not None and state.pending:
+                    _checkpoint(setup, state, index)
+                return False
+            step_params, summary, reward = _super_transition(setup, state, loop, index)
+            if bar is not None:
+                bar(step_params, summary, reward)
+            last = index == setup.num_super_transitions - 1
+            done = index + 1 - state.start_index
+            if setup.run_dir is not None and (done % setup.checkpoint_every == 0 or last):
+                _checkpoint(setup, state, index + 1)
+    finally:
+        if bar is not None:
+            bar.close()
+    state.chunks.extend(state.pending)
+    state.pending = []
+    return True
+
+
+def _super_transition(setup: _Setup, state: _Progress, loop, index: int):
+    """Propose, run one super-transition of every chain, score it, update the tuner and
+    record it; returns ``(params, summary, reward)``."""
+    tuner, kernel, num_chains = setup.tuner, setup.kernel, setup.num_chains
+    key_tune, key_chains = jax.random.split(jax.random.fold_in(setup.key, index))
+    tick = time.perf_counter()
+    adapting = setup.adapt_until is None or index < setup.adapt_until
+    if adapting:
+        proposal, state.tuner_state = tuner.propose(key_tune, state.tuner_state)
+    else:
+        state.frozen = tuner.best(state.tuner_state) if state.frozen is None else state.frozen
+        proposal = state.frozen
+    step_params = _with_proposal(kernel, setup.params, proposal, setup.target.dim)
+    tuner_s = time.perf_counter() - tick
+
+    num_steps = setup.gradient_budget // kernel.cost(step_params)
+    keys = jax.random.split(key_chains, num_chains)
+    tick = time.perf_counter()
+    state.states, positions, stats, logdensity, totals = loop(
+        keys, state.states, step_params, num_steps, setup.thin
+    )
+    positions, stats = np.asarray(positions), {k: np.asarray(v) for k, v in stats.items()}
+    wall_s = time.perf_counter() - tick
+    spent = int(np.sum(totals[0]))
+    state.total_grads += spent
+
+    tick = time.perf_counter()
+    reward = float("nan")
+    if setup.objective is not None:
+        reward = float(setup.objective(positions, stats, spent))
+    objective_s = time.perf_counter() - tick
+    tick = time.perf_counter()
+    summary = {
+        "acceptance_rate": float(np.sum(totals[2]) / (num_steps * num_chains)),
+        "divergences": int(np.sum(totals[1])),
+        "num_grads": spent,
+    }
+    if adapting:
+        state.tuner_state = tuner.update(
+            state.tuner_state, proposal, reward, {**summary, "positions": positions}
+        )
+    tuner_s += time.perf_counter() - tick
+    values = {"reward": reward, **summary, "num_steps": num_steps,
+              "num_draws": num_steps // setup.thin, "warmup": index < setup.num_warmup,
+              "wall_s": wall_s, "tuner_s": tuner_s, "objective_s": objective_s}
+    _record(setup, state, step_params, values)
+    state.pending.append(store.chunk_arrays(index, positions, stats, logdensity, step_params,
+                                            kernel.tunables))
+    return step_params, summary, reward
+
+
+def _record(setup: _Setup, state: _Progress, step_params, values: dict) -> None:
+    """Append one super-transition's tuned parameters and ``RECORD_FIELDS`` values."""
+    for name in setup.tuner.names:
+        state.record[f"param/{name}"].append(float(np.mean(getattr(step_params, name))))
+    for name in RECORD_FIELDS:
+        state.record[name].append(values[name])
+
+
+def _checkpoint(setup: _Setup, state: _Progress, next_index: int) -> None:
+    state.num_chunks = store.write_checkpoint(
+        setup.run_dir, state.pending, state.num_chunks, next_index, state.total_grads,
+        state.states, state.tuner_state, state.record, setup.key,
+    )
+    state.chunks.extend(state.pending)
+    state.pending = []
+
+
+def _finish(setup: _Setup, state: _Progress, loop, started: float, seed: int) -> RunResult:
+    """Assemble the InferenceData, write it to the run folder, and return the result."""
+    wall = time.perf_counter() - started
+    idata = to_inference_data(
+        setup.target, setup.kernel, state.chunks, state.record, setup.tuner, setup.num_warmup,
+        attrs={
+            "target": setup.target.name,
+            "kernel": setup.kernel.name,
+            "tuner": setup.tuner.name,
+            "gradient_budget": setup.gradient_budget,
+            "num_super_transitions": setup.num_super_transitions,
+            "num_chains": setup.num_chains,
+            "seed": seed,
+            "thin": setup.thin,
+            "total_grad_evals": state.total_grads,
+            "wall_s": wall,
+            "compile_s": loop.compile_s,
+        },
+    )
+    if setup.run_dir is not None:
+        store.write_draws(setup.run_dir, idata)
+    return RunResult(idata, state.total_grads, wall, loop.compile_s, setup.run_dir)
+
+
+def _with_proposal(kernel: Kernel, params: Any, proposal: dict, dim: int) -> Any:
+    """``params`` with the tuner's proposal, integer tunables rounded, checked."""
+    unknown = set(proposal) - set(kernel.Params._fields)
+    if unknown:
+        raise ValueError(f"tuner proposed unknown parameters {sorted(unknown)} for {kernel.name}")
+    proposal = dict(proposal)
+    for tunable in kernel.tunables:
+        if tunable.integer and tunable.name in proposal:
+            proposal[tunable.name] = int(round(proposal[tunable.name]))
+    new = params._replace(**proposal)
+    kernel.check_params(new, dim=dim)
+    return new
+
+
+def _empty_record(tuner: Tuner) -> dict[str, list]:
+    record = {f"param/{name}": [] for name in tuner.names}
+    record.update({name: [] for name in RECORD_FIELDS})
+    return record
+
+
+def _check_run_args(target, kernel, params, tuner, num_super_transitions, gradient_budget,
+                    num_chains, num_warmup, checkpoint_every, thin):
+    if not isinstance(target, Target):
+        raise TypeError(f"target must be a Target, got {type(target).__name__}")
+    if not isinstance(params, kernel.Params):
+        raise TypeError(
+            f"params for kernel {kernel.name!r} must be {kernel.Params.__name__}, "
+            f"got {type(params).__name__}"
+        )
+    kernel.check_params(params, dim=target.dim)
+    for name in tuner.names:
+        if name not in kernel.Params._fields:
+            raise ValueError(
+                f"tuner {tuner.name!r} sets {name!r}, which kernel {kernel.name!r} does not "
+                f"have (its parameters: {', '.join(kernel.Params._fields)})"
+            )
+    for name, value, low in (
+        ("num_super_transitions", num_super_transitions, 1),
+        ("gradient_budget", gradient_budget, 1),
+        ("num_chains", num_chains, 1),
+        ("num_warmup", num_warmup, 0),
+        ("checkpoint_every", checkpoint_every, 1),
+        ("thin", thin, 1),
+    ):
+        if int(value) != value or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value}")
+    if num_warmup >= num_super_transitions:
+        raise ValueError("num_warmup must be smaller than num_super_transitions")
+    if kernel.cost(params) * thin > gradient_budget:
+        raise ValueError(
+            f"one kept draw costs {kernel.cost(params) * thin} gradient evaluations (thin "
+            f"{thin}), more than the gradient_budget {gradient_budget} of a super-transition"
+        )

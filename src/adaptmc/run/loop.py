@@ -1,0 +1,114 @@
+"""The compiled super-transition: ``num_steps`` kernel steps of every chain, vectorised over
+chains (``vmap``) under ``jit``, with the draws kept in a fixed-size buffer.
+
+The number of steps is a traced value, so changing it never recompiles; the draw buffer is
+sized to a power of two at least the number of kept draws. Executables are cached per
+(target, kernel, chains, capacity, argument signature) and shared by every run on the same
+target object (grids of fixed settings, repeats).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+
+from adaptmc.kernels.base import Kernel
+from adaptmc.targets.base import Target
+
+STEP_FIELDS = ("acceptance_rate", "accepted", "is_divergent", "energy_error", "num_grads")
+
+_COMPILED: dict = {}  # (target, kernel, chains, capacity, argument signature) -> executable
+
+
+class SuperTransitionLoop:
+    """The jitted, vmapped inner loop of one super-transition, compiled once per buffer
+    capacity and argument signature.
+
+    Calling it with ``(keys: (chains,), states, params, num_steps, thin)`` returns
+    ``(states, positions: (chains, kept, dim), stats: {field: (chains, kept)},
+    logdensity: (chains, kept), totals)``, where ``kept = num_steps // thin`` and ``totals``
+    are per-chain sums over every step (kept or thinned away): gradient evaluations,
+    divergences and acceptance probabilities.
+    """
+
+    # A buffer for the most draws any setting can keep (one step per gradient) means one
+    # compilation per run; past this many bytes, buffers are sized per setting instead.
+    MAX_BUFFER_BYTES = 256 * 2**20
+
+    def __init__(self, target: Target, kernel: Kernel, num_chains: int, max_kept: int = 0):
+        self.target, self.kernel, self.num_chains = target, kernel, num_chains
+        itemsize = target.initial_position.dtype.itemsize
+        fits = num_chains * max_kept * target.dim * itemsize <= self.MAX_BUFFER_BYTES
+        self.min_capacity = max_kept if fits else 0
+        self.compile_s = 0.0
+
+    def __call__(self, keys, states, params, num_steps: int, thin: int = 1):
+        num_kept = num_steps // thin
+        wanted = max(num_kept, self.min_capacity, 1)
+        capacity = 1 << math.ceil(math.log2(wanted))
+        params = jax.tree.map(jnp.asarray, params)
+        args = (
+            keys, states, params, jnp.asarray(num_steps, jnp.int32), jnp.asarray(thin, jnp.int32)
+        )
+        signature = (
+            jax.tree.structure(args),
+            tuple((leaf.shape, str(leaf.dtype)) for leaf in jax.tree.leaves(args)),
+        )
+        cache_key = (self.target, self.kernel, self.num_chains, capacity, signature)
+        if cache_key not in _COMPILED:
+            tick = time.perf_counter()
+            fn = jax.jit(jax.vmap(self._one_chain(capacity), in_axes=(0, 0, None, None, None)))
+            _COMPILED[cache_key] = fn.lower(*args).compile()
+            self.compile_s += time.perf_counter() - tick
+        states, positions, stats, logdensity, totals = _COMPILED[cache_key](*args)
+        return (
+            states,
+            positions[:, :num_kept],
+            {k: v[:, :num_kept] for k, v in stats.items()},
+            logdensity[:, :num_kept],
+            totals,
+        )
+
+    def _one_chain(self, capacity: int):
+        target, kernel = self.target, self.kernel
+
+        def one_chain(key, state, params, num_steps, thin):
+            _, info_shape = jax.eval_shape(
+                lambda k, s: kernel.step(k, s, target, params), key, state
+            )
+            positions = jnp.zeros((capacity,) + state.position.shape, state.position.dtype)
+            stats = {
+                name: jnp.zeros((capacity,), getattr(info_shape, name).dtype)
+                for name in STEP_FIELDS
+            }
+            logdensity = jnp.zeros((capacity,), state.logdensity.dtype)
+            # totals over every step, kept or thinned away: gradients, divergences, acceptance
+            totals = (jnp.zeros((), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32),
+                      jnp.zeros((), jnp.int32), jnp.zeros((), logdensity.dtype))
+
+            def body(t, carry):
+                state, positions, stats, logdensity, totals = carry
+                state, info = kernel.step(jax.random.fold_in(key, t), state, target, params)
+                keep = (t + 1) % thin == 0
+                slot = jnp.where(keep, t // thin, capacity)  # out of range: dropped
+                positions = positions.at[slot].set(state.position, mode="drop")
+                stats = {
+                    name: stats[name].at[slot].set(getattr(info, name), mode="drop")
+                    for name in stats
+                }
+                logdensity = logdensity.at[slot].set(state.logdensity, mode="drop")
+                totals = (
+                    totals[0] + info.num_grads,
+                    totals[1] + info.is_divergent.astype(jnp.int32),
+                    totals[2] + info.acceptance_rate,
+                )
+                return state, positions, stats, logdensity, totals
+
+            return jax.lax.fori_loop(
+                0, num_steps, body, (state, positions, stats, logdensity, totals)
+            )
+
+        return one_chain
