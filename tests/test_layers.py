@@ -74,7 +74,6 @@ def test_contract_fails_a_wrong_way_import(tmp_path, importer, imported):
     assert f"fakemc.{imported}" in result.stdout
 
 
-@pytest.mark.xfail(strict=False, reason="until the refactor branches are merged")
 def test_adaptmc_keeps_its_layers():
     result = lint_imports(ROOT / "pyproject.toml", ROOT / "src")
     assert result.returncode == 0, result.stdout + result.stderr
