@@ -4,10 +4,12 @@ import pytest
 
 from adaptmc.cli import main
 
+MANUAL = ["sample", "--recipe", "manual"]  # kernel and tuner set by hand
+
 
 def test_sample_then_summary(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["sample", "--target", "gauss-2d-v1", "--step-size", "0.05", "--num-leapfrog",
+    code = main([*MANUAL, "--target", "gauss-2d-v1", "--step-size", "0.05", "--num-leapfrog",
                  "20", "--super-transitions", "4", "--budget", "400", "--warmup", "1",
                  "--chains", "2", "--out", str(out), "--no-progress"])
     assert code == 0
@@ -21,7 +23,7 @@ def test_sample_then_summary(tmp_path, capsys):
 
 def test_grid_tuner_from_cli(tmp_path, capsys):
     out = tmp_path / "grid"
-    code = main(["sample", "--target", "gauss-2d-v2", "--tuner", "grid", "--grid",
+    code = main([*MANUAL, "--target", "gauss-2d-v2", "--tuner", "grid", "--grid",
                  "step_size=0.1,0.4", "--grid", "num_leapfrog=5,10", "--super-transitions",
                  "6", "--budget", "200", "--warmup", "0", "--chains", "2", "--out", str(out),
                  "--no-progress"])
@@ -45,7 +47,7 @@ def test_grid_tuner_from_cli(tmp_path, capsys):
 )
 def test_bad_options_give_one_clear_error_and_write_nothing(tmp_path, capsys, extra, message):
     out = tmp_path / "never"
-    code = main(["sample", *extra, "--out", str(out), "--no-progress",
+    code = main([*MANUAL, *extra, "--out", str(out), "--no-progress",
                  "--super-transitions", "2", "--budget", "50"])
     err = capsys.readouterr().err
     assert code == 2
@@ -96,7 +98,7 @@ def test_gadmala_from_cli_starts_from_the_heuristic_step(tmp_path, capsys):
     at the start (the posteriordb start of kidiq has gradients near 1e5: h far below 0.1),
     and the chain moves."""
     out = tmp_path / "gad"
-    code = main(["sample", "--target", "pdb-kidiq-kidscore_momiq", "--kernel", "gadmala",
+    code = main([*MANUAL, "--target", "pdb-kidiq-kidscore_momiq", "--kernel", "gadmala",
                  "--warmup", "2", "--super-transitions", "4", "--budget", "100",
                  "--chains", "2", "--out", str(out), "--no-progress"])
     assert code == 0

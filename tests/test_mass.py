@@ -14,6 +14,8 @@ from adaptmc.targets import correlated_2d, gaussian
 from adaptmc.tuners.mass import mass_adaptation, terminal_length, window_ends
 from helpers import mcse_mean, moment_z_scores
 
+MANUAL = ["sample", "--recipe", "manual"]  # kernel and tuner set by hand
+
 
 def test_windows_double_and_end_at_the_last_warmup_super_transition():
     assert list(window_ends(8)) == [1, 3, 7]
@@ -121,14 +123,14 @@ def test_refuses_too_short_a_warmup_and_double_mass_setting():
 def test_cli_adapt_mass(tmp_path, capsys):
     from adaptmc.cli import main
 
-    code = main(["sample", "--target", "neal-100d", "--adapt-mass", "diag", "--warmup", "6",
+    code = main([*MANUAL, "--target", "neal-100d", "--adapt-mass", "diag", "--warmup", "6",
                  "--super-transitions", "10", "--budget", "500", "--chains", "2",
                  "--out", str(tmp_path / "run"), "--no-progress"])
     assert code == 0
-    assert main(["sample", "--target", "neal-100d", "--adapt-mass", "diag", "--kernel", "hmc",
+    assert main([*MANUAL, "--target", "neal-100d", "--adapt-mass", "diag", "--kernel", "hmc",
                  "--inverse-mass", "2", "--out", str(tmp_path / "bad"), "--no-progress"]) == 2
     assert "exclude each other" in capsys.readouterr().err
-    assert main(["sample", "--target", "neal-100d", "--adapt-mass", "diag", "--warmup", "4",
+    assert main([*MANUAL, "--target", "neal-100d", "--adapt-mass", "diag", "--warmup", "4",
                  "--mass-warmup", "5", "--out", str(tmp_path / "bad2"), "--no-progress"]) == 2
     assert "cannot exceed" in capsys.readouterr().err
 
@@ -171,7 +173,7 @@ def test_cli_main_job_in_miniature(tmp_path, capsys):
     from adaptmc.cli import main
 
     out = tmp_path / "demo"
-    code = main(["sample", "--target", "neal-100d", "--adapt-mass", "diag", "--mass-warmup", "5",
+    code = main([*MANUAL, "--target", "neal-100d", "--adapt-mass", "diag", "--mass-warmup", "5",
                  "--warmup", "8", "--tuner", "gp-ucb", "--objective", "esjd-sqrt-l",
                  "--adapt-until", "8", "--jitter", "0.2", "--super-transitions", "12",
                  "--budget", "400", "--chains", "2", "--out", str(out), "--no-progress"])

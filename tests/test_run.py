@@ -148,8 +148,9 @@ def test_resume_refuses_a_different_run(tmp_path):
 def test_killed_process_resumes_to_the_uninterrupted_draws(tmp_path):
     """SIGKILL a CLI run at an arbitrary moment after its first checkpoint, resume it, and
     compare with an uninterrupted run of the same command."""
-    args = ["--target", "gauss-2d-v2", "--kernel", "hmc", "--step-size", "0.3",
-            "--num-leapfrog", "6", "--super-transitions", "40", "--budget", "3000",
+    args = ["--recipe", "manual", "--target", "gauss-2d-v2", "--kernel", "hmc",
+            "--step-size", "0.3", "--num-leapfrog", "6", "--super-transitions", "40",
+            "--budget", "3000",
             "--chains", "2", "--warmup", "2", "--seed", "9", "--checkpoint-every", "1",
             "--no-progress"]
     cli = [sys.executable, "-m", "adaptmc.cli", "sample"]

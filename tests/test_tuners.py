@@ -43,6 +43,8 @@ BANDITS = {
     "sir": tuners.sir,
 }
 
+MANUAL = ["sample", "--recipe", "manual"]  # kernel and tuner set by hand
+
 
 def branin(x1, x2):
     """Branin-Hoo on [-5, 10] x [0, 15]; minimum 0.397887 at three points."""
@@ -481,7 +483,7 @@ def test_cli_builds_each_tuner(name):
     from adaptmc.recipes import build
 
     args = build_parser().parse_args([
-        "sample", "--target", "gauss-2d-v1", "--tuner", name, "--out", "unused",
+        *MANUAL, "--target", "gauss-2d-v1", "--tuner", name, "--out", "unused",
         "--objective", "autocorrelation",
         *([] if name == "dual-averaging" else
           ["--box", "step_size=0.02:0.5", "--schedule", "poly", "--anneal-rate", "0.7"]),
@@ -501,7 +503,7 @@ def test_cli_rejects_bad_tuner_options():
 
     parse = build_parser().parse_args
     target = adaptmc.targets.get_target("gauss-2d-v1")
-    base = ["sample", "--target", "gauss-2d-v1", "--tuner", "gp-ucb", "--out", "unused"]
+    base = [*MANUAL, "--target", "gauss-2d-v1", "--tuner", "gp-ucb", "--out", "unused"]
 
     def make(extra):
         return build("manual", target, **recipe_options(parse(base + extra)))
@@ -523,7 +525,7 @@ def test_cli_sample_with_a_bandit_writes_plots(tmp_path):
 
     out = tmp_path / "run"
     code = main([
-        "sample", "--target", "gauss-2d-v1", "--tuner", "gp-ucb", "--box", "step_size=0.05:0.3",
+        *MANUAL, "--target", "gauss-2d-v1", "--tuner", "gp-ucb", "--box", "step_size=0.05:0.3",
         "--box", "num_leapfrog=5:8", "--super-transitions", "4", "--warmup", "1",
         "--budget", "40", "--chains", "2", "--objective", "adaptmc.objectives:esjd_per_grad",
         "--out", str(out), "--no-progress",
@@ -566,7 +568,8 @@ def test_bandit_finds_the_branin_optimum_across_seeds(name):
 
 
 def test_describe_records_the_surrogate_hyperparameters_box_and_schedule():
-    box = make_box({"step_size": (0.05, 0.5), "num_leapfrog": (2, 20)}, log=("step_size",))
+    box = make_box({"step_size": (0.05, 0.5), "num_leapfrog": (2, 20)},
+                   integer=("num_leapfrog",), log=("step_size",))
     tuner = tuners.gp_ucb(box, alpha=0.3, signal_var=0.2, noise_var=0.05, delta=0.2,
                           schedule=tuners.polynomial(0.7), maxfun=150)
     facts = tuner.describe(tuner.init(0))
@@ -600,8 +603,8 @@ def test_parametric_describe_records_its_centres_and_prior():
 
 
 def test_wrappers_nest_the_inner_description():
-    inner = tuners.gp_ucb(make_box({"step_size": (0.05, 0.5), "num_leapfrog": (2, 20)}),
-                          alpha=0.4)
+    inner = tuners.gp_ucb(make_box({"step_size": (0.05, 0.5), "num_leapfrog": (2, 20)},
+                                   integer=("num_leapfrog",)), alpha=0.4)
     tuner = tuners.chain(partial(tuners.mass_adaptation, dim=3, num_warmup=10, dense=True),
                          partial(tuners.freeze, after=20))(inner)
     assert tuner.name == "freeze+mass+gp-ucb"
@@ -646,7 +649,7 @@ def test_freeze_proposes_best_after_n_updates_never_before():
 
 
 def test_freeze_keeps_integer_and_array_values_and_round_trips_a_checkpoint(tmp_path):
-    box = make_box({"step_size": (0.05, 0.5), "num_leapfrog": (2, 20)})
+    box = make_box({"step_size": (0.05, 0.5), "num_leapfrog": (2, 20)}, integer=("num_leapfrog",))
     tuner = tuners.freeze(tuners.mass_adaptation(tuners.gp_ucb(box), 2, 3), after=5)
     state, template = tuner.init(jax.random.key(0)), tuner.init(jax.random.key(0))
     stats = {"acceptance_rate": 0.9, "divergences": 0,
@@ -665,7 +668,7 @@ def test_freeze_keeps_integer_and_array_values_and_round_trips_a_checkpoint(tmp_
 
 
 def test_freeze_matches_the_run_loops_adapt_until():
-    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)})
+    box = make_box({"step_size": (0.05, 0.3), "num_leapfrog": (5, 8)}, integer=("num_leapfrog",))
     kwargs = dict(num_super_transitions=6, gradient_budget=40, num_chains=2,
                   objective=adaptmc.objectives.esjd_per_grad, seed=2, progress=False)
     target, params = adaptmc.targets.correlated_2d(), adaptmc.kernels.HMCParams(0.1, 6)

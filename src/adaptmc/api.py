@@ -13,17 +13,35 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 
-from adaptmc.recipes import Plan, build
-from adaptmc.run import RunResult, run
+from adaptmc.recipes import DEFAULT_RECIPE, Plan, build, check_plan
+from adaptmc.run import RunResult, default_positions, run
 
 
 def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
              initial_positions: np.ndarray | None = None, output_dir: str | Path | None = None,
              force: bool = False, resume: bool = False, checkpoint_every: int = 10,
-             thin: int = 1, progress: bool = True, config: dict | None = None) -> RunResult:
-    """Run ``plan`` (a recipe's `Plan`) on ``target`` with ``chains`` chains."""
+             thin: int | None = None, progress: bool = True,
+             config: dict | None = None) -> RunResult:
+    """Run ``plan`` (a recipe's `Plan`) on ``target`` with ``chains`` chains: first its
+    ``prepare`` step, if any (a warm-up from ``initial_positions``, default the run's own
+    starts, with a key of its own), whose gradients count in the run's total; ``thin``
+    (default: the plan's) keeps every ``thin``-th draw."""
+    prior_grads, attrs = 0, {}
+    if plan.prepare is not None:
+        if progress:
+            print(f"{plan.name}: warm-up ...", flush=True)
+        starts = default_positions(target, chains, seed) if initial_positions is None \
+            else initial_positions
+        prepared = plan.prepare(target, np.asarray(starts), warmup_key(seed))
+        plan, initial_positions = prepared.plan, prepared.positions
+        prior_grads, attrs = prepared.num_grads, {"warmup": json.dumps(prepared.record)}
+        check_plan(plan)
+        if progress:
+            print(f"{plan.name}: warm-up done ({prior_grads:,} gradients); tuning in the box "
+                  f"{prepared.record.get('box')}", flush=True)
     config = {"recipe": plan.name, "options": plan.options, **(config or {})}
     return run(
         target, plan.kernel, plan.params,
@@ -31,14 +49,21 @@ def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
         gradient_budget=plan.gradient_budget, num_chains=chains, tuner=plan.tuner,
         objective=plan.objective, num_warmup=plan.num_warmup, adapt_until=plan.adapt_until,
         seed=seed, initial_positions=initial_positions, output_dir=output_dir, force=force,
-        resume=resume, checkpoint_every=checkpoint_every, thin=thin, progress=progress,
-        config=json.loads(json.dumps(config, default=_jsonable)),
+        resume=resume, checkpoint_every=checkpoint_every,
+        thin=plan.thin if thin is None else thin, progress=progress,
+        config=json.loads(json.dumps(config, default=_jsonable)), prior_grads=prior_grads,
+        attrs=attrs,
     )
 
 
-def sample(target: Any, *model_args, recipe: str = "adaptive-hmc", chains: int = 4,
+def warmup_key(seed: int):
+    """The key of a plan's ``prepare`` step, independent of the run's keys."""
+    return jax.random.fold_in(jax.random.key(seed), 2**31 - 1)
+
+
+def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int = 4,
            seed: int = 0, output_dir: str | Path | None = None, force: bool = False,
-           thin: int = 1, progress: bool = True, model_kwargs: dict | None = None,
+           thin: int | None = None, progress: bool = True, model_kwargs: dict | None = None,
            **options):
     """Draw from ``target`` with the named ``recipe`` and return ArviZ InferenceData.
 

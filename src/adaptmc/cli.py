@@ -74,14 +74,28 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``adaptmc sample``: the recipe's (default None: the recipe's default;
     an option the recipe does not take is refused) and the run's."""
     from adaptmc.kernels import KERNELS
-    from adaptmc.recipes import RECIPES, TUNER_CHOICES
+    from adaptmc.recipes import DEFAULT_RECIPE, RECIPES, TUNER_CHOICES
 
     p.add_argument("--target", required=True,
                    help="built-in target name (see `adaptmc targets`) or module:function")
-    p.add_argument("--recipe", default="manual", choices=sorted(RECIPES),
-                   help="a named sampler of adaptmc.recipes (adaptive-hmc: the README's main "
-                        "recipe; manual: any --kernel with any --tuner)")
+    p.add_argument("--recipe", default=DEFAULT_RECIPE, choices=sorted(RECIPES),
+                   help="a named sampler of adaptmc.recipes (default adaptive-hmc: NUTS "
+                        "warm-up, then a bandit over HMC's (eps, L) in a box measured on the "
+                        "target; manual: any --kernel with any --tuner)")
     recipe = p.add_argument_group("recipe options (default: the recipe's)")
+    recipe.add_argument("--metric", default=None, choices=("auto", "diag", "dense"),
+                        help="adaptive-hmc: the metric (auto: dense when the warm-up's draws "
+                             "are strongly correlated)")
+    recipe.add_argument("--warmup-steps", type=int, default=None,
+                        help="adaptive-hmc: NUTS warm-up transitions per chain (default 500)")
+    recipe.add_argument("--tuning", type=int, default=None,
+                        help="adaptive-hmc: bandit super-transitions before freezing "
+                             "(default 12)")
+    recipe.add_argument("--draws", type=int, default=None,
+                        help="adaptive-hmc: about this many draws' worth of gradients per chain "
+                             "in sampling (default 1000)")
+    recipe.add_argument("--max-draws", type=int, default=None,
+                        help="adaptive-hmc: kept draws per chain at most, by thinning")
     recipe.add_argument("--kernel", default=None, choices=sorted(KERNELS),
                         help="kernels with in-step adaptation (gadmala, gadrwm, am, mala-da, "
                              "hmc-da, ...) adapt during --warmup, then freeze")
@@ -132,7 +146,8 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
                              "in manual); the rest of the warm-up lets the tuner explore")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--chains", type=int, default=4)
-    p.add_argument("--thin", type=int, default=1, help="keep every n-th draw")
+    p.add_argument("--thin", type=int, default=None,
+                   help="keep every n-th draw (default: the recipe's, 1 unless it caps draws)")
     p.add_argument("--out", required=True, help="run folder to write")
     p.add_argument("--force", action="store_true", help="overwrite an existing run folder")
     p.add_argument("--checkpoint-every", type=int, default=10,
@@ -142,9 +157,10 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
 
 
 RECIPE_FLAGS = (
-    "kernel", "keep_adapting", "step_size", "num_leapfrog", "refresh_angle", "jitter",
-    "inverse_mass", "super_transitions", "budget", "warmup", "adapt_until", "tuner", "grid",
-    "box", "schedule", "anneal_rate", "target_accept", "objective", "adapt_mass", "mass_warmup",
+    "metric", "warmup_steps", "tuning", "draws", "max_draws", "kernel", "keep_adapting",
+    "step_size", "num_leapfrog", "refresh_angle", "jitter", "inverse_mass",
+    "super_transitions", "budget", "warmup", "adapt_until", "tuner", "grid", "box",
+    "schedule", "anneal_rate", "target_accept", "objective", "adapt_mass", "mass_warmup",
 )
 
 
@@ -167,7 +183,9 @@ def recipe_options(args) -> dict:
     for name in given:
         if name not in names:
             flag = "--" + name.replace("_", "-")
-            raise ValueError(f"{flag} does not apply to recipe {args.recipe!r}")
+            hint = " (--recipe manual sets any kernel and tuner by hand)" \
+                if args.recipe != "manual" else ""
+            raise ValueError(f"{flag} does not apply to recipe {args.recipe!r}{hint}")
     return {**given, "seed": args.seed}
 
 
@@ -237,11 +255,13 @@ def cmd_sample(args, resume: bool = False) -> int:
     text = format_summary(result.idata)
     (Path(args.out) / "summary.txt").write_text(text + "\n")
     print(text)
+    for warning in json.loads(result.idata.attrs.get("warnings", "[]")):
+        print(f"adaptmc sample: warning: {warning}", file=sys.stderr)
     if plan.options.get("tuner") not in ("fixed", "grid"):
         from adaptmc.plots import write_tuning_plots
 
-        for path in write_tuning_plots(result.idata, args.out, box=plan.box,
-                                       skip=plan.plot_skip):
+        skip = plan.plot_skip if plan.prepare is None else None
+        for path in write_tuning_plots(result.idata, args.out, box=plan.box, skip=skip):
             print(f"plot: {path}")
     print(f"\nrun folder: {args.out} (draws.nc, summary.txt, config.json)")
     return 0

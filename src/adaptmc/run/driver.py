@@ -17,6 +17,7 @@ resumed from a checkpoint makes exactly the draws of an uninterrupted one.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from adaptmc import io
 from adaptmc.kernels.base import Kernel
 from adaptmc.run import callbacks, store
 from adaptmc.run.idata import to_inference_data
@@ -82,6 +84,7 @@ class _Setup:
     checkpoint_every: int
     key: Any
     run_dir: Path | None
+    attrs: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -122,6 +125,8 @@ def run(
     progress: bool = True,
     config: dict | None = None,
     stop_after: int | None = None,
+    prior_grads: int = 0,
+    attrs: dict | None = None,
 ) -> RunResult:
     """Run ``num_chains`` chains for ``num_super_transitions`` super-transitions.
 
@@ -151,6 +156,10 @@ def run(
         over every step).
     stop_after
         Stop (as if killed) after this many super-transitions in this call; for tests.
+    prior_grads, attrs
+        Gradients already spent on these chains before the run (a recipe's warm-up that
+        found ``initial_positions``), counted in the run's total; facts about that work,
+        stored in the InferenceData's attributes.
     """
     started = time.perf_counter()
     params = kernel.Params() if params is None else params
@@ -169,14 +178,23 @@ def run(
                                  fingerprint=fingerprint, config=config)
     setup = _Setup(target, kernel, params, tuner, objective, num_super_transitions,
                    gradient_budget, num_chains, num_warmup, adapt_until, thin,
-                   checkpoint_every, key_run, run_dir)
+                   checkpoint_every, key_run, run_dir, dict(attrs or {}))
     state = _start(setup, positions, key_init, resume)
+    state.total_grads += int(prior_grads) if state.start_index == 0 else 0
     loop = SuperTransitionLoop(target, kernel, num_chains, max_kept=gradient_budget // thin)
     finished = _advance(setup, state, loop, progress, stop_after)
     if not finished:
         return RunResult(None, state.total_grads, time.perf_counter() - started,
                          loop.compile_s, run_dir)
     return _finish(setup, state, loop, started, seed)
+
+
+def default_positions(target: Target, num_chains: int, seed: int,
+                      init_jitter: float = 0.5) -> jax.Array:
+    """The starting points `run` draws when given none: the target's initial position plus
+    ``U(-init_jitter, init_jitter)`` per coordinate, from the run's key."""
+    key_init = jax.random.split(jax.random.key(seed))[0]
+    return _initial_positions(target, num_chains, None, init_jitter, key_init)
 
 
 def _initial_positions(target: Target, num_chains: int, initial_positions, init_jitter: float,
@@ -330,11 +348,36 @@ def _finish(setup: _Setup, state: _Progress, loop, started: float, seed: int) ->
             "total_grad_evals": state.total_grads,
             "wall_s": wall,
             "compile_s": loop.compile_s,
+            **setup.attrs,
         },
     )
+    _describe_tuning(setup, state, idata)
     if setup.run_dir is not None:
         store.write_draws(setup.run_dir, idata)
     return RunResult(idata, state.total_grads, wall, loop.compile_s, setup.run_dir)
+
+
+def _describe_tuning(setup: _Setup, state: _Progress, idata) -> None:
+    """The tuner's own description of its final state (box, surrogate hyperparameters,
+    schedule: what the plots refit with), the objective's name, and the convergence
+    warnings (`adaptmc.diagnostics.convergence_warnings`, with the frozen setting checked
+    against the tuner's box) as attributes."""
+    from adaptmc.diagnostics import convergence_warnings
+    from adaptmc.tuners.describe import box_from_config, innermost
+
+    facts = setup.tuner.describe(state.tuner_state) if setup.tuner.describe else None
+    tuning = idata.tuning
+    tuning.attrs["objective"] = getattr(setup.objective, "__name__", "none") \
+        if setup.objective is not None else "none"
+    box = None
+    if facts is not None:
+        tuning.attrs["tuner_config"] = json.dumps(facts, default=io.json_default)
+        config = innermost(facts)
+        if config is not None and "box" in config and setup.adapt_until is not None:
+            found = box_from_config(config["box"])
+            box = {n: (lo, hi) for n, lo, hi in zip(found.names, found.lower, found.upper,
+                                                      strict=True)}
+    idata.attrs["warnings"] = json.dumps(convergence_warnings(idata, box=box))
 
 
 def _with_proposal(kernel: Kernel, params: Any, proposal: dict, dim: int) -> Any:

@@ -128,13 +128,17 @@ def annealed_propose(box: Box, schedule: Schedule, initial: dict | None, new_poi
 
 
 def best_by_mean(box: Box, state: dict, predict_mean, initial: dict | None) -> dict:
-    """The tried setting with the highest posterior mean (robust to a lucky noisy reward);
-    ``initial`` (or the box centre) before any. ``predict_mean(u: (m, d)) -> (m,)``."""
-    if len(state["rewards"]) == 0:
+    """Among the settings tried whose every super-transition scored (none diverged or failed),
+    the one with the highest posterior mean (robust to a lucky noisy reward); ``initial`` (or
+    the box centre) before any, or when every setting tried failed: a setting that diverged
+    is never frozen. ``predict_mean(u: (m, d)) -> (m,)``."""
+    points, raw_means, _ = unique_points(state["points"], state["rewards"])
+    measured = np.isfinite(raw_means)
+    if not measured.any():
         if initial is not None:
             return dict(initial)
         return as_proposal(box, from_unit(box, np.full(box.dim, 0.5)))
-    points, _, _ = unique_points(state["points"], state["rewards"])
+    points = points[measured]
     means = predict_mean(to_unit(box, points))
     return as_proposal(box, points[int(np.argmax(means))])
 

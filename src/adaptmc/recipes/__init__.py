@@ -1,0 +1,87 @@
+"""Named samplers: the one place where kernel, parameters, tuner, objective and warm-up are
+put together.
+
+A recipe is a plain function ``recipe(target, **options) -> Plan``; a `Plan` is exactly what
+`adaptmc.run.run` consumes besides the run-level options (chains, seed, output folder), plus
+an optional ``prepare`` step that runs on the chains before the first super-transition. The
+command line (``adaptmc sample --recipe NAME``), the bench (a row per recipe) and every
+experiment build their samplers here and nowhere else, so a bench row named after a recipe
+runs exactly that recipe.
+
+- ``adaptive-hmc`` (`adaptive_hmc`, the default): a NUTS warm-up on Stan's windows that
+  reaches the typical set and measures scales and trajectory lengths, then a bandit over
+  HMC's ``(eps, L)`` in a box built from those measurements, then frozen sampling;
+- ``bandit-hmc``, ``gradient-adaptive``, ``hmc-da``, ``hmc-grid``, ``manual``: see
+  `adaptmc.recipes.classic`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+from adaptmc.recipes.adaptive import adaptive_hmc
+from adaptmc.recipes.classic import (
+    bandit_hmc,
+    gradient_adaptive,
+    hmc_dual_averaging,
+    hmc_grid,
+    manual,
+)
+from adaptmc.recipes.parts import BANDIT_TUNERS, TUNER_CHOICES, hmc_box, make_tuner
+from adaptmc.recipes.plan import Plan, Prepared, check_plan
+from adaptmc.targets.base import Target
+
+RECIPES: dict[str, Callable[..., Plan]] = {
+    "adaptive-hmc": adaptive_hmc,
+    "bandit-hmc": bandit_hmc,
+    "gradient-adaptive": gradient_adaptive,
+    "hmc-da": hmc_dual_averaging,
+    "hmc-grid": hmc_grid,
+    "manual": manual,
+}
+DEFAULT_RECIPE = "adaptive-hmc"
+
+
+def get_recipe(name: str) -> Callable[..., Plan]:
+    if name not in RECIPES:
+        raise ValueError(f"unknown recipe {name!r}; choose one of {', '.join(RECIPES)}")
+    return RECIPES[name]
+
+
+def recipe_options(name: str) -> tuple[str, ...]:
+    """The keyword options recipe ``name`` takes (besides the target)."""
+    signature = inspect.signature(get_recipe(name))
+    return tuple(p for p in signature.parameters if p not in ("target", "name"))
+
+
+def build(name: str, target: Target, **options) -> Plan:
+    """``RECIPES[name](target, **options)``, refusing options the recipe does not take."""
+    allowed = recipe_options(name)
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(f"recipe {name!r} does not take {', '.join(unknown)} "
+                         f"(its options: {', '.join(allowed)})")
+    return get_recipe(name)(target, **options)
+
+
+__all__ = [
+    "BANDIT_TUNERS",
+    "DEFAULT_RECIPE",
+    "RECIPES",
+    "TUNER_CHOICES",
+    "Plan",
+    "Prepared",
+    "adaptive_hmc",
+    "bandit_hmc",
+    "build",
+    "check_plan",
+    "get_recipe",
+    "gradient_adaptive",
+    "hmc_box",
+    "hmc_dual_averaging",
+    "hmc_grid",
+    "make_tuner",
+    "manual",
+    "recipe_options",
+]

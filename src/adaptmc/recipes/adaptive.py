@@ -1,0 +1,160 @@
+"""The default recipe: adaptive HMC whose every setting follows from what the target showed.
+
+1. **Warm-up** (`adaptmc.adaptation.window.window_warmup`): NUTS on Stan's windows, per chain,
+   from Hoffman & Gelman's first step; repeated while the chains disagree on the log density;
+   a diagonal (draws and gradients) or dense metric chosen from the draws. It reaches the
+   typical set from a far start and measures the scales, the step size and how long the
+   trajectories NUTS chose were.
+2. **Tuning**: a bandit (GP-UCB by default, Wang, Mohamed & de Freitas 2013) over
+   fixed-length HMC's ``(eps, L)`` under the warm-up's metric, in a log-scale box built from
+   the warm-up: ``eps`` in ``[eps_w / 4, 2 eps_w]`` around its step ``eps_w``, ``L`` from half
+   the lower quartile to twice the 90th percentile of its trajectory lengths, never a
+   constant box. It starts from ``(eps_w, median L)``. The reward is ChEES per gradient
+   (Hoffman, Radul & Sountsov 2021), scale-free and blind to antithetic jumps. Step-size
+   jitter (Neal 2011, Sec. 5.4.2.2) randomises every trajectory's length, so a fixed ``L``
+   cannot resonate with a period of the dynamics.
+3. **Sampling**: the bandit's best setting by posterior mean among the settings it measured
+   that never diverged (the warm-up's own setting if every one did), frozen; the draws of
+   the tuning super-transitions are not kept, their gradients are counted.
+
+The super-transition budget is at least ``10 L_max`` gradients so that every setting of the
+box makes ten draws per chain; the sampling phase spends about ``draws`` draws' worth of the
+warm-up's median trajectory; kept draws per chain are capped by thinning (``max_draws``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from adaptmc import tuners
+from adaptmc.adaptation.window import window_warmup
+from adaptmc.kernels import HMCParams, hmc
+from adaptmc.recipes.parts import BANDIT_TUNERS, make_bandit, objective_from_name
+from adaptmc.recipes.plan import Plan, Prepared, check_plan, options_of
+from adaptmc.targets.base import Target
+
+
+def adaptive_hmc(
+    target: Target,
+    *,
+    tuner: str = "gp-ucb",
+    metric: str = "auto",
+    warmup_steps: int = 500,
+    tuning: int = 12,
+    draws: int = 1000,
+    budget: int | None = None,
+    objective: str | Callable = "chees",
+    jitter: float = 0.2,
+    max_draws: int = 10_000,
+    seed: int = 0,
+) -> Plan:
+    """Adaptive HMC (see the module docstring).
+
+    Parameters
+    ----------
+    tuner
+        The bandit over ``(eps, L)``: one of ``gp-ucb``, ``parametric``, ``hedge``, ``sir``,
+        ``random``.
+    metric
+        ``"auto"`` (diagonal unless the warm-up's draws are strongly correlated), ``"diag"``
+        or ``"dense"``.
+    warmup_steps
+        NUTS transitions per chain of each warm-up stage (at least 150).
+    tuning
+        Super-transitions of the bandit before its best setting is frozen.
+    draws
+        The sampling phase spends about ``draws`` times the warm-up's median trajectory
+        length in gradients per chain.
+    budget
+        Gradients per chain of a super-transition (default: ``max(1000, 10 L_max)``).
+    objective
+        The bandit's reward (a name of `adaptmc.objectives.OBJECTIVES` or a callable).
+    jitter
+        Step-size jitter ``j``: each trajectory's step is ``eps U(1 - j, 1 + j)``.
+    max_draws
+        Kept draws per chain at most (thinning above).
+    seed
+        Unused here (the warm-up takes the run's key); accepted for a uniform interface.
+    """
+    if tuner not in BANDIT_TUNERS:
+        raise ValueError(f"adaptive-hmc tunes with a bandit ({', '.join(BANDIT_TUNERS)}), "
+                         f"not {tuner!r}")
+    if metric not in ("auto", "diag", "dense"):
+        raise ValueError(f"metric must be 'auto', 'diag' or 'dense', got {metric!r}")
+    for name, value, low in (("warmup_steps", warmup_steps, 150), ("tuning", tuning, 1),
+                             ("draws", draws, 1), ("max_draws", max_draws, 1)):
+        if int(value) != value or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value}")
+    if budget is not None and (int(budget) != budget or budget < 1):
+        raise ValueError(f"budget must be an integer >= 1, got {budget}")
+    made_objective = objective_from_name(objective)
+    hmc.check_params(HMCParams(jitter=jitter))
+    options = options_of(locals())
+
+    def prepare(target: Target, positions: np.ndarray, key) -> Prepared:
+        warm = window_warmup(target, positions, key, num_steps=warmup_steps, metric=metric)
+        plan = tuned_plan(warm, tuner=tuner, tuning=tuning, draws=draws, budget=budget,
+                          objective=made_objective, jitter=jitter, max_draws=max_draws,
+                          options=options)
+        return Prepared(plan, warm.positions, warm.num_grads, warmup_record(warm, plan))
+
+    placeholder = Plan("adaptive-hmc", hmc, HMCParams(jitter=jitter), tuners.fixed(),
+                       made_objective, tuning + 1, max(budget or 1000, 1), tuning, tuning,
+                       options=options, prepare=prepare)
+    return placeholder
+
+
+def trajectory_box(steps: np.ndarray) -> tuple[int, int, int]:
+    """``(L_low, L_median, L_high)`` from NUTS's leapfrog steps per transition: half the lower
+    quartile, the median, twice the 90th percentile (at least ``L_low + 2``)."""
+    q25, q50, q90 = np.percentile(np.asarray(steps, dtype=float), [25, 50, 90])
+    low = max(1, int(math.floor(q25 / 2)))
+    high = max(low + 2, int(math.ceil(2 * q90)))
+    return low, int(min(max(round(q50), low), high)), high
+
+
+def tuned_plan(warm, *, tuner: str, tuning: int, draws: int, budget: int | None,
+               objective: Callable | None, jitter: float, max_draws: int,
+               options: dict) -> Plan:
+    """The plan after the warm-up ``warm``: box, budget, bandit, run length and thinning."""
+    low, median, high = trajectory_box(warm.trajectory_steps)
+    eps = warm.step_size
+    box = tuners.make_box({"step_size": (eps / 4, 2 * eps), "num_leapfrog": (low, high)},
+                          integer=("num_leapfrog",), log=("step_size", "num_leapfrog"))
+    budget = max(1000, 10 * high) if budget is None else int(budget)
+    if budget < 4 * high:
+        box = box._replace(upper=np.array([2 * eps, float(max(low + 1, budget // 4))]))
+    initial = {"step_size": eps, "num_leapfrog": int(min(median, box.upper[1]))}
+    bandit = make_bandit(tuner, box, initial=initial)
+    sampling = max(4, math.ceil(draws * median / budget))
+    kept = sampling * budget / low
+    thin = max(1, math.ceil(kept / max_draws))
+    params = HMCParams(step_size=eps, num_leapfrog=initial["num_leapfrog"],
+                       inverse_mass=warm.inverse_mass, jitter=jitter)
+    plan = Plan("adaptive-hmc", hmc, params, bandit, objective, tuning + sampling, budget,
+                tuning, tuning, box, 0, options, None, thin)
+    check_plan(plan)
+    return plan
+
+
+def warmup_record(warm, plan: Plan) -> dict:
+    """JSON-able facts of the warm-up and the box it led to (the run's ``warmup`` attr)."""
+    low, median, high = trajectory_box(warm.trajectory_steps)
+    return {
+        "stages": list(warm.stages),
+        "metric": warm.metric,
+        "step_size": warm.step_size,
+        "num_grads": warm.num_grads,
+        "divergences": warm.divergences,
+        "rhat_lp": warm.rhat_lp,
+        "trajectory_steps": {"low": low, "median": median, "high": high},
+        "box": {"step_size": [float(plan.box.lower[0]), float(plan.box.upper[0])],
+                "num_leapfrog": [float(plan.box.lower[1]), float(plan.box.upper[1])]},
+        "gradient_budget": plan.gradient_budget,
+        "thin": plan.thin,
+        "wall_s": warm.wall_s,
+        "compile_s": warm.compile_s,
+    }

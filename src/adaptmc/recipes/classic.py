@@ -1,0 +1,217 @@
+"""The recipes made of a kernel, a tuner and at most a super-transition-level warm-up:
+
+- `manual`: any kernel with any tuner (the command line's general form);
+- `bandit_hmc`: the first README recipe (wave one): HMC with step-size jitter, a mass and
+  step-size warm-up in super-transitions (`adaptmc.tuners.mass`: Stan-style doubling
+  windows, bracketing on the acceptance rate), then a bandit (GP-UCB by default; Wang,
+  Mohamed & de Freitas 2013) over ``(eps, L)`` in a fixed box, rewarded by ESJD / sqrt(L),
+  frozen at its best setting by posterior mean after ``adapt_until`` super-transitions. It
+  fails where the warm-up never reaches the posterior (BENCHMARKS.md): `adaptive_hmc` is
+  its successor;
+- `gradient_adaptive`: gadMALA / gadRWM (Titsias & Dellaportas 2019) adapting inside every
+  step during warm-up, started from Hoffman & Gelman's (2014, Alg. 4) initial step, then
+  frozen (or kept adapting with a decaying rate);
+- `hmc_dual_averaging`: HMC with fixed ``L`` whose step size is dual-averaged after every
+  step during warm-up (Hoffman & Gelman 2014, Alg. 5; the ``hmc-da`` kernel), then frozen;
+- `hmc_grid`: the oracle of a grid of fixed settings after a mass warm-up, each run for one
+  super-transition, then the best frozen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from adaptmc import tuners
+from adaptmc.kernels import Kernel
+from adaptmc.recipes.parts import (
+    BANDIT_TUNERS,
+    in_step_adaptation,
+    initial_step,
+    kernel_from_name,
+    kernel_params,
+    make_tuner,
+    objective_from_name,
+    with_mass_warmup,
+)
+from adaptmc.recipes.plan import Plan, check_plan, options_of
+from adaptmc.targets.base import Target
+
+
+def manual(
+    target: Target,
+    *,
+    kernel: str | Kernel = "hmc",
+    step_size: float | None = None,
+    num_leapfrog: int | None = None,
+    refresh_angle: float | None = None,
+    jitter: float | None = None,
+    inverse_mass: Any = None,
+    tuner: str = "fixed",
+    objective: str | Callable | None = "esjd",
+    box: tuners.Box | dict | None = None,
+    grid: dict | None = None,
+    schedule: str | None = None,
+    anneal_rate: float | None = None,
+    target_accept: float = 0.8,
+    warmup: int = 5,
+    adapt_until: int | None = None,
+    adapt_mass: str | None = None,
+    mass_warmup: int | None = None,
+    keep_adapting: float | None = None,
+    super_transitions: int = 50,
+    budget: int = 1000,
+    seed: int = 0,
+    name: str = "manual",
+) -> Plan:
+    """Any kernel (`adaptmc.kernels.KERNELS`) with any tuner (`TUNER_CHOICES`): the
+    command line's general form, and what the named recipes are made of.
+
+    Kernel parameters left None keep the kernel's defaults, except gadMALA/gadRWM's step,
+    which starts from Hoffman & Gelman's heuristic at the target's initial position
+    (`adaptmc.kernels.gradient_adaptive.initial_step_size`; from a posteriordb start, where
+    gradients reach 1e5, ``h = 0.1`` rejects every proposal). Kernels that adapt inside every
+    step (an ``adapt`` parameter) adapt during ``warmup`` and are then frozen, or, with
+    ``keep_adapting`` (gadMALA/gadRWM), go on with a learning rate decaying as
+    ``(1 + t)^-keep_adapting``. ``adapt_mass`` (``"diag"`` or ``"dense"``) wraps the tuner
+    in the mass-matrix warm-up of `adaptmc.tuners.mass` for the first ``mass_warmup``
+    (default: all of ``warmup``) super-transitions; a bandit is warm-started from its
+    terminal window.
+    """
+    kernel = kernel_from_name(kernel)
+    params = kernel_params(kernel, step_size=step_size, num_leapfrog=num_leapfrog,
+                           refresh_angle=refresh_angle, jitter=jitter, inverse_mass=inverse_mass)
+    kernel.check_params(params)
+    if step_size is None and kernel.name.startswith(("gadmala", "gadrwm")):
+        params = params._replace(step_size=initial_step(target, kernel, seed))
+    made, bandit_box = make_tuner(tuner, kernel, budget=budget, box=box, grid=grid,
+                                  schedule=schedule, anneal_rate=anneal_rate,
+                                  step_size=step_size, target_accept=target_accept)
+    if ("adapt" in kernel.Params._fields and tuner == "fixed") or keep_adapting is not None:
+        made = in_step_adaptation(kernel, keep_adapting)
+        adapt_until = warmup if adapt_until is None else adapt_until
+    plot_skip = 0
+    if adapt_mass is not None:
+        made, plot_skip = with_mass_warmup(made, kernel, target.dim, params, adapt_mass,
+                                            warmup, mass_warmup, inverse_mass, step_size,
+                                            warm_start=tuner in BANDIT_TUNERS)
+    plan = Plan(name, kernel, params, made, objective_from_name(objective), super_transitions,
+                budget, warmup, adapt_until, bandit_box, plot_skip, options_of(locals()))
+    check_plan(plan)
+    return plan
+
+
+def bandit_hmc(
+    target: Target,
+    *,
+    tuner: str = "gp-ucb",
+    metric: str = "diag",
+    warmup: int = 30,
+    mass_warmup: int = 10,
+    adapt_until: int | None = 30,
+    jitter: float = 0.2,
+    objective: str | Callable = "esjd-sqrt-l",
+    super_transitions: int = 80,
+    budget: int = 2000,
+    box: tuners.Box | dict | None = None,
+    schedule: str | None = None,
+    anneal_rate: float | None = None,
+    step_size: float | None = None,
+    seed: int = 0,
+) -> Plan:
+    """The README's main recipe: HMC with step-size jitter (Neal 2011, Sec. 5.4.2.2, so a
+    fixed ``L`` cannot sit on a period of the dynamics); ``mass_warmup`` super-transitions of
+    mass-matrix (``metric``: ``"diag"`` or ``"dense"``) and step-size warm-up; then the bandit
+    ``tuner`` over ``(eps, L)`` in ``box`` (default `default_box`) rewarded by ``objective``
+    (ESJD / sqrt(L), Wang, Mohamed & de Freitas 2013), warm-started by the warm-up's terminal
+    window; the draws of the first ``warmup`` super-transitions are not kept, and from
+    ``adapt_until`` on the bandit's best setting by posterior mean is frozen (None: it keeps
+    adopting with annealed probability).
+    """
+    if tuner not in BANDIT_TUNERS:
+        raise ValueError(f"bandit-hmc tunes with a bandit ({', '.join(BANDIT_TUNERS)}), "
+                         f"not {tuner!r}")
+    return manual(target, kernel="hmc", jitter=jitter, step_size=step_size, tuner=tuner,
+                  objective=objective, box=box, schedule=schedule, anneal_rate=anneal_rate,
+                  warmup=warmup, adapt_until=adapt_until, adapt_mass=metric,
+                  mass_warmup=mass_warmup, super_transitions=super_transitions, budget=budget,
+                  seed=seed, name="bandit-hmc")
+
+
+def gradient_adaptive(
+    target: Target,
+    *,
+    kernel: str = "gadmala",
+    warmup: int = 20,
+    step_size: float | None = None,
+    keep_adapting: float | None = None,
+    super_transitions: int = 40,
+    budget: int = 1000,
+    seed: int = 0,
+) -> Plan:
+    """gadMALA or gadRWM (``kernel``: any of ``gadmala``, ``gadmala-diag``, ``gadrwm``, ...;
+    Titsias & Dellaportas 2019): the proposal's factor adapts inside every step during
+    ``warmup`` super-transitions, starting from ``L = h I`` with Hoffman & Gelman's initial
+    ``h`` (unless ``step_size`` is given), then is frozen (or keeps adapting with a decaying
+    rate, ``keep_adapting``)."""
+    if not kernel.startswith(("gadmala", "gadrwm")):
+        raise ValueError(f"gradient-adaptive runs gadmala* or gadrwm* kernels, not {kernel!r}")
+    return manual(target, kernel=kernel, step_size=step_size, tuner="fixed", objective=None,
+                  warmup=warmup, keep_adapting=keep_adapting,
+                  super_transitions=super_transitions, budget=budget, seed=seed,
+                  name="gradient-adaptive")
+
+
+def hmc_dual_averaging(
+    target: Target,
+    *,
+    num_leapfrog: int = 10,
+    jitter: float = 0.2,
+    target_accept: float = 0.65,
+    warmup: int = 10,
+    step_size: float | None = None,
+    super_transitions: int = 40,
+    budget: int = 1000,
+    seed: int = 0,
+) -> Plan:
+    """HMC with ``num_leapfrog`` steps whose step size is dual-averaged after every step
+    toward acceptance ``target_accept`` during ``warmup`` (Hoffman & Gelman 2014, Alg. 5; the
+    kernel ``hmc-da``), then frozen at the averaged step."""
+    if not 0.0 < target_accept < 1.0:
+        raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
+    plan = manual(target, kernel="hmc-da", num_leapfrog=num_leapfrog, jitter=jitter,
+                  step_size=step_size, tuner="fixed", objective=None, warmup=warmup,
+                  super_transitions=super_transitions, budget=budget, seed=seed,
+                  name="hmc-da")
+    params = plan.params._replace(target_acceptance=target_accept)
+    return plan._replace(params=params, options={**plan.options, "target_accept": target_accept})
+
+
+def hmc_grid(
+    target: Target,
+    *,
+    grid: dict | None = None,
+    metric: str = "diag",
+    warmup: int = 10,
+    mass_warmup: int | None = None,
+    jitter: float = 0.2,
+    objective: str | Callable = "esjd",
+    super_transitions: int = 40,
+    budget: int = 1000,
+    seed: int = 0,
+) -> Plan:
+    """The oracle of a grid: after the mass warm-up, each point of ``grid`` (default ``L`` in
+    1, 2, 4, ..., 64 at the warm-up's step size) runs one super-transition, then the point
+    with the highest reward is frozen. The grid's super-transitions count as warm-up."""
+    grid = {"num_leapfrog": [1, 2, 4, 8, 16, 32, 64]} if grid is None else dict(grid)
+    num_points = int(np.prod([len(v) for v in grid.values()]))
+    mass_warmup = warmup if mass_warmup is None else mass_warmup
+    return manual(target, kernel="hmc", jitter=jitter, tuner="grid", grid=grid,
+                  objective=objective, warmup=mass_warmup + num_points,
+                  adapt_until=mass_warmup + num_points, adapt_mass=metric,
+                  mass_warmup=mass_warmup, super_transitions=super_transitions, budget=budget,
+                  seed=seed, name="hmc-grid")
+
+

@@ -1,0 +1,188 @@
+"""Building blocks of the recipes: kernels and their parameters by name, objectives by
+name, bandit boxes, tuners by name, the in-step adaptation switch and the mass warm-up."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from adaptmc import tuners
+from adaptmc.kernels import KERNELS, Kernel, hmc
+from adaptmc.objectives import OBJECTIVES
+from adaptmc.recipes.plan import MIN_DRAWS
+from adaptmc.spec import load_object
+from adaptmc.targets.base import Target
+from adaptmc.tuners.base import Tuner
+
+BANDIT_TUNERS = ("gp-ucb", "parametric", "hedge", "sir", "random")
+TUNER_CHOICES = ("fixed", "grid", *BANDIT_TUNERS, "dual-averaging")
+
+
+def hmc_box(step_size: tuple[float, float] = (0.01, 1.0),
+            num_leapfrog: tuple[int, int] = (1, 100), log: bool = False) -> tuners.Box:
+    """The box over HMC's ``(step_size, num_leapfrog)``; defaults ``[0.01, 1] x [1, 100]``
+    (stable steps for smallest scales of about 0.005 to 0.5, Neal 2011, Sec. 4.2);
+    ``log=True`` searches both in log scale."""
+    return tuners.make_box({"step_size": step_size, "num_leapfrog": num_leapfrog},
+                           integer=("num_leapfrog",),
+                           log=("step_size", "num_leapfrog") if log else ())
+
+
+def objective_from_name(spec: str | Callable | None) -> Callable | None:
+    """A built-in objective by name (`adaptmc.objectives.OBJECTIVES`), a ``module:function``
+    reward, a callable (returned as is) or None."""
+    if spec is None or callable(spec):
+        return spec
+    if spec in OBJECTIVES:
+        return OBJECTIVES[spec]
+    if ":" not in spec:
+        raise ValueError(f"unknown objective {spec!r}; choose one of {', '.join(OBJECTIVES)} "
+                         "or give module:function")
+    return load_object(spec, "objective")
+
+
+def kernel_from_name(kernel: str | Kernel) -> Kernel:
+    if isinstance(kernel, Kernel):
+        return kernel
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; choose one of {', '.join(sorted(KERNELS))}")
+    return KERNELS[kernel]
+
+
+def kernel_params(kernel: Kernel, **overrides) -> Any:
+    """The kernel's ``Params`` with the given fields replaced (None leaves the default);
+    a field the kernel does not have is a `ValueError`."""
+    fields = {k: v for k, v in overrides.items() if v is not None}
+    unknown = sorted(set(fields) - set(kernel.Params._fields))
+    if unknown:
+        verb = "does" if len(unknown) == 1 else "do"
+        raise ValueError(f"{', '.join(unknown)} {verb} not apply to kernel {kernel.name!r} "
+                         f"(its parameters: {', '.join(kernel.Params._fields)})")
+    return kernel.Params(**fields)
+
+
+def default_box(kernel: Kernel, budget: int) -> tuners.Box:
+    """A bandit's default box for ``kernel``: HMC's `hmc_box` with ``L`` capped so that a
+    super-transition holds at least `MIN_DRAWS` draws; other kernels: step size in
+    ``[0.01, 1]``."""
+    if kernel.name != hmc.name:
+        return tuners.make_box({"step_size": (0.01, 1.0)})
+    top = 100 if budget >= MIN_DRAWS * 100 else max(2, budget // MIN_DRAWS)
+    return hmc_box(num_leapfrog=(1, top))
+
+
+def make_bandit(name: str, box: tuners.Box, schedule: str | None = None,
+                anneal_rate: float | None = None, initial: dict | None = None) -> Tuner:
+    """A bandit tuner of `BANDIT_TUNERS` over ``box`` with an adoption schedule (None: the
+    tuner's own default; see `adaptmc.tuners.SCHEDULES`), starting from ``initial`` (None:
+    the policy's own first draw; random search always draws)."""
+    if anneal_rate is not None and schedule is None:
+        raise ValueError("an anneal rate needs a schedule (exp, poly, geometric or constant)")
+    made = None
+    if schedule is not None:
+        if schedule not in tuners.SCHEDULES:
+            raise ValueError(f"unknown schedule {schedule!r}; choose one of "
+                             f"{', '.join(tuners.SCHEDULES)}")
+        make = tuners.SCHEDULES[schedule]
+        made = make() if anneal_rate is None else make(anneal_rate)
+    if name == "random":
+        return tuners.random_search(box, schedule=made)
+    bandits = {"gp-ucb": tuners.gp_ucb, "parametric": tuners.parametric,
+               "hedge": tuners.hedge, "sir": tuners.sir}
+    if name not in bandits:
+        raise ValueError(f"unknown bandit {name!r}; choose one of {', '.join(BANDIT_TUNERS)}")
+    return bandits[name](box, schedule=made, initial=initial)
+
+
+def make_tuner(name: str, kernel: Kernel, *, budget: int, box: tuners.Box | dict | None = None,
+               grid: dict | None = None, schedule: str | None = None,
+               anneal_rate: float | None = None, step_size: float | None = None,
+               target_accept: float = 0.8) -> tuple[Tuner, tuners.Box | None]:
+    """The tuner named ``name`` (`TUNER_CHOICES`) and its box (None for non-bandits).
+
+    ``box`` is a `Box` or ``{name: (low, high)}`` overriding the kernel's default box;
+    ``grid`` maps parameter names to the values of the grid tuner."""
+    if grid and name != "grid":
+        raise ValueError("a grid needs the grid tuner")
+    if name in BANDIT_TUNERS:
+        bandit_box = _bandit_box(kernel, budget, box)
+        return make_bandit(name, bandit_box, schedule, anneal_rate), bandit_box
+    if box is not None or schedule is not None or anneal_rate is not None:
+        raise ValueError(f"a box and a schedule apply to bandit tuners "
+                         f"({', '.join(BANDIT_TUNERS)}), not {name!r}")
+    if name == "fixed":
+        return tuners.fixed(), None
+    if name == "grid":
+        if not grid:
+            raise ValueError("the grid tuner needs values, e.g. {'num_leapfrog': [5, 10]}")
+        return tuners.grid(grid), None
+    if name == "dual-averaging":
+        start = 0.1 if step_size is None else step_size
+        return tuners.dual_averaging_tuner(start, target_accept=target_accept), None
+    raise ValueError(f"unknown tuner {name!r}; choose one of {', '.join(TUNER_CHOICES)}")
+
+
+def _bandit_box(kernel: Kernel, budget: int, box) -> tuners.Box:
+    default = default_box(kernel, budget)
+    if isinstance(box, tuners.Box):
+        result = box
+    else:
+        bounds = dict(zip(default.names, zip(default.lower, default.upper, strict=True),
+                          strict=True))
+        bounds.update(box or {})
+        integer = tuple(n for n, flag in zip(default.names, default.integer, strict=True)
+                        if flag)
+        result = tuners.make_box(bounds, integer=tuple(n for n in integer if n in bounds))
+    if "num_leapfrog" in result.names:
+        top = result.upper[result.names.index("num_leapfrog")]
+        if top > budget:
+            raise ValueError(f"the box's num_leapfrog reaches {int(top)}, more than the "
+                             f"budget of {budget} gradients of a super-transition")
+    return result
+
+
+def in_step_adaptation(kernel: Kernel, keep_adapting: float | None) -> Tuner:
+    """For kernels that adapt inside every step: adapt during warm-up, then freeze
+    (``adapt = 0``) or, with ``keep_adapting``, go on with a decaying learning rate."""
+    from adaptmc.tuners.warmup import switch_after_warmup
+
+    if keep_adapting is None:
+        return switch_after_warmup()
+    if "lr_decay" not in kernel.Params._fields:
+        raise ValueError(f"keep_adapting does not apply to kernel {kernel.name!r}")
+    return switch_after_warmup({"adapt": 1.0, "lr_decay": 0.0},
+                               {"adapt": 1.0, "lr_decay": float(keep_adapting)})
+
+
+def initial_step(target: Target, kernel: Kernel, seed: int) -> float:
+    from adaptmc.kernels.gradient_adaptive import initial_step_size
+
+    proposal = "mala" if kernel.name.startswith("gadmala") else "rwm"
+    return initial_step_size(jax.random.key(seed), target, target.initial_position,
+                             proposal=proposal)
+
+
+def with_mass_warmup(tuner: Tuner, kernel: Kernel, dim: int, params: Any, metric: str,
+                      warmup: int, mass_warmup: int | None, inverse_mass: Any,
+                      step_size: float | None, warm_start: bool) -> tuple[Tuner, int]:
+    """``tuner`` wrapped in the mass-matrix warm-up; returns it and the number of leading
+    super-transitions the inner tuner never sees."""
+    from adaptmc.tuners.mass import mass_adaptation, terminal_length
+
+    if metric not in ("diag", "dense"):
+        raise ValueError(f"metric must be 'diag' or 'dense', got {metric!r}")
+    if "inverse_mass" not in kernel.Params._fields:
+        raise ValueError(f"mass adaptation does not apply to kernel {kernel.name!r}")
+    if inverse_mass is not None:
+        raise ValueError("mass adaptation and a given inverse mass exclude each other")
+    mass_warmup = warmup if mass_warmup is None else mass_warmup
+    if mass_warmup > warmup:
+        raise ValueError(f"mass_warmup ({mass_warmup}) cannot exceed warmup ({warmup})")
+    wrapped = mass_adaptation(tuner, dim, mass_warmup, dense=metric == "dense",
+                              initial_step_size=0.1 if step_size is None else step_size,
+                              warm_start=warm_start)
+    return wrapped, mass_warmup - (terminal_length(mass_warmup) if warm_start else 0)
+
+
