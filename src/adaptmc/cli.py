@@ -52,9 +52,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated targets (default: the posteriordb eight, Gaussians, "
                         "funnel, logistic-german, bnn-robot-arm)")
     p.add_argument("--samplers", default=None,
-                   help="comma-separated samplers (default: adaptmc-hmc-da, -grid, -gpucb, "
-                        "-parametric, -hedge, -sir, adaptmc-gadmala, blackjax-nuts; "
-                        "numpyro-nuts is optional)")
+                   help="comma-separated samplers (default: adaptmc-adaptive-hmc, "
+                        "adaptmc-gadmala, blackjax-nuts; also -adaptive-hmc-parametric, "
+                        "-hedge, -sir, adaptmc-bandit-hmc, -hmc-da, -hmc-grid, numpyro-nuts)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per (target, sampler)")
     p.add_argument("--budget", type=int, default=None,
                    help="sampling draws per chain (warm-up: half as many)")

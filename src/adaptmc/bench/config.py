@@ -21,21 +21,16 @@ class BenchConfig:
     num_chains
         Chains per cell.
     num_warmup, num_samples
-        Draws per chain of warm-up and of sampling for the HMC-family samplers (NUTS and
-        adaptmc's HMC); gadMALA makes ``mala_thin`` times as many (cheaper) steps.
-    grid_leapfrog
-        Leapfrog steps the grid tuner tries after dual averaging.
-    tuning_budget
-        Gradient evaluations per chain per super-transition of the bandit tuners.
+        NUTS's warm-up transitions and draws per chain; adaptmc's adaptive-hmc warms up for
+        as many NUTS transitions and samples about as many draws' worth of gradients
+        (`adaptmc.bench.samplers.recipe_options`); the other recipes keep their defaults.
+    init_jitter
+        Starts are the target's initial position plus ``U(-init_jitter, init_jitter)``.
     """
 
     num_chains: int = 4
     num_warmup: int = 500
     num_samples: int = 1000
-    grid_leapfrog: tuple[int, ...] = (2, 4, 8, 16, 32, 64)
-    tuning_budget: int = 512
-    num_tuning: int = 24
-    mala_thin: int = 10
     init_jitter: float = 0.5
 
 
@@ -77,27 +72,27 @@ def make_cells(targets: list[str], samplers: list[str], num_seeds: int) -> list[
 
 
 def initial_positions(target, seed: int, num_chains: int, jitter: float) -> np.ndarray:
-    """``(num_chains, dim)``: the target's start plus ``U(-jitter, jitter)``, from ``seed``."""
-    rng = np.random.default_rng(seed)
-    start = np.asarray(target.initial_position, dtype=float)
-    return start + rng.uniform(-jitter, jitter, size=(num_chains, start.shape[0]))
+    """``(num_chains, dim)``: the starts `adaptmc.run.run` draws for ``seed`` (the target's
+    start plus ``U(-jitter, jitter)``), so a bench row starts where ``adaptmc sample --seed``
+    does."""
+    from adaptmc.run import default_positions
+
+    return np.asarray(default_positions(target, num_chains, seed, jitter))
 
 
-DEFAULT_SAMPLERS = ("adaptmc-hmc-da", "adaptmc-hmc-grid", "adaptmc-hmc-gpucb",
-                    "adaptmc-hmc-parametric", "adaptmc-hmc-hedge", "adaptmc-hmc-sir",
-                    "adaptmc-gadmala", "blackjax-nuts")
+DEFAULT_SAMPLERS = ("adaptmc-adaptive-hmc", "adaptmc-gadmala", "blackjax-nuts")
 
 POSTERIORDB_TARGETS = tuple(
     f"pdb-{name}" for name in (
         "eight_schools-eight_schools_noncentered", "arK-arK", "diamonds-diamonds",
         "gp_pois_regr-gp_pois_regr", "low_dim_gauss_mix-low_dim_gauss_mix", "garch-garch11",
-        "kidiq-kidscore_momiq", "nes1972-nes",
+        "kidiq-kidscore_momiq", "nes1972-nes", "earnings-earn_height",
+        "gp_pois_regr-gp_regr", "hudson_lynx_hare-lotka_volterra",
     )
 )
-DEFAULT_TARGETS = (*POSTERIORDB_TARGETS, "std-normal-10d", "gauss-2d-v2", "funnel-10d",
-                   "logistic-german", "bnn-robot-arm")
+DEFAULT_TARGETS = (*POSTERIORDB_TARGETS, "std-normal-10d", "gauss-2d-v2", "neal-100d",
+                   "funnel-10d", "logistic-german", "bnn-robot-arm")
 QUICK_TARGETS = ("pdb-eight_schools-eight_schools_noncentered", "pdb-kidiq-kidscore_momiq",
                  "std-normal-10d")
-QUICK_SAMPLERS = ("adaptmc-hmc-da", "blackjax-nuts")
-QUICK_CONFIG = BenchConfig(num_chains=4, num_warmup=200, num_samples=300,
-                           grid_leapfrog=(4, 16), num_tuning=6, mala_thin=4)
+QUICK_SAMPLERS = ("adaptmc-adaptive-hmc", "blackjax-nuts")
+QUICK_CONFIG = BenchConfig(num_chains=4, num_warmup=200, num_samples=300)

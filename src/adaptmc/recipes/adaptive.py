@@ -17,8 +17,8 @@
    that never diverged (the warm-up's own setting if every one did), frozen; the draws of
    the tuning super-transitions are not kept, their gradients are counted.
 
-The super-transition budget is at least ``10 L_max`` gradients so that every setting of the
-box makes ten draws per chain; the sampling phase spends about ``draws`` draws' worth of the
+The super-transition budget is ``max(400, 20 L_median, 8 L_max)`` gradients, so that every
+setting of the box makes at least eight draws per chain and the typical one twenty; the sampling phase spends about ``draws`` draws' worth of the
 warm-up's median trajectory; kept draws per chain are capped by thinning (``max_draws``).
 """
 
@@ -69,7 +69,8 @@ def adaptive_hmc(
         The sampling phase spends about ``draws`` times the warm-up's median trajectory
         length in gradients per chain.
     budget
-        Gradients per chain of a super-transition (default: ``max(1000, 10 L_max)``).
+        Gradients per chain of a super-transition (default: ``max(400, 20 L_median,
+        8 L_max)``: at least 20 draws at the warm-up's typical length, 8 at the box's top).
     objective
         The bandit's reward (a name of `adaptmc.objectives.OBJECTIVES` or a callable).
     jitter
@@ -124,7 +125,7 @@ def tuned_plan(warm, *, tuner: str, tuning: int, draws: int, budget: int | None,
     eps = warm.step_size
     box = tuners.make_box({"step_size": (eps / 4, 2 * eps), "num_leapfrog": (low, high)},
                           integer=("num_leapfrog",), log=("step_size", "num_leapfrog"))
-    budget = max(1000, 10 * high) if budget is None else int(budget)
+    budget = max(400, 20 * median, 8 * high) if budget is None else int(budget)
     if budget < 4 * high:
         box = box._replace(upper=np.array([2 * eps, float(max(low + 1, budget // 4))]))
     initial = {"step_size": eps, "num_leapfrog": int(min(median, box.upper[1]))}
