@@ -18,8 +18,9 @@
    the tuning super-transitions are not kept, their gradients are counted.
 
 The super-transition budget is ``max(400, 20 L_median, 8 L_max)`` gradients, so that every
-setting of the box makes at least eight draws per chain and the typical one twenty; the sampling phase spends about ``draws`` draws' worth of the
-warm-up's median trajectory; kept draws per chain are capped by thinning (``max_draws``).
+setting of the box makes at least eight draws per chain and the typical one twenty; the
+sampling phase spends about ``draws`` draws' worth of the warm-up's median trajectory; kept
+draws per chain are capped by thinning (``max_draws``).
 """
 
 from __future__ import annotations
