@@ -37,7 +37,10 @@ def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
             else initial_positions
         prepared = plan.prepare(target, np.asarray(starts), warmup_key(seed))
         plan, initial_positions = prepared.plan, prepared.positions
-        prior_grads, attrs = prepared.num_grads, {"warmup": json.dumps(prepared.record)}
+        prior_grads = prepared.num_grads
+        attrs = {"warmup": json.dumps(prepared.record, default=_jsonable),
+                 "prior_wall_s": float(prepared.record.get("wall_s", 0.0)),
+                 "prior_compile_s": float(prepared.record.get("compile_s", 0.0))}
         check_plan(plan)
         if progress:
             print(f"{plan.name}: warm-up done ({prior_grads:,} gradients); tuning in the box "

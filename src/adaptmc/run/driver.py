@@ -159,7 +159,8 @@ def run(
     prior_grads, attrs
         Gradients already spent on these chains before the run (a recipe's warm-up that
         found ``initial_positions``), counted in the run's total; facts about that work,
-        stored in the InferenceData's attributes.
+        stored in the InferenceData's attributes (``prior_wall_s`` and ``prior_compile_s``
+        are added to the run's wall and compile seconds).
     """
     started = time.perf_counter()
     params = kernel.Params() if params is None else params
@@ -333,7 +334,9 @@ def _checkpoint(setup: _Setup, state: _Progress, next_index: int) -> None:
 
 def _finish(setup: _Setup, state: _Progress, loop, started: float, seed: int) -> RunResult:
     """Assemble the InferenceData, write it to the run folder, and return the result."""
-    wall = time.perf_counter() - started
+    # a recipe's warm-up before the run is part of the time a user waits
+    wall = time.perf_counter() - started + float(setup.attrs.get("prior_wall_s", 0.0))
+    compile_s = loop.compile_s + float(setup.attrs.get("prior_compile_s", 0.0))
     idata = to_inference_data(
         setup.target, setup.kernel, state.chunks, state.record, setup.tuner, setup.num_warmup,
         attrs={
@@ -346,15 +349,15 @@ def _finish(setup: _Setup, state: _Progress, loop, started: float, seed: int) ->
             "seed": seed,
             "thin": setup.thin,
             "total_grad_evals": state.total_grads,
-            "wall_s": wall,
-            "compile_s": loop.compile_s,
             **setup.attrs,
+            "wall_s": wall,
+            "compile_s": compile_s,
         },
     )
     _describe_tuning(setup, state, idata)
     if setup.run_dir is not None:
         store.write_draws(setup.run_dir, idata)
-    return RunResult(idata, state.total_grads, wall, loop.compile_s, setup.run_dir)
+    return RunResult(idata, state.total_grads, wall, compile_s, setup.run_dir)
 
 
 def _describe_tuning(setup: _Setup, state: _Progress, idata) -> None:
