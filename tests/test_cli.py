@@ -1,8 +1,15 @@
 """The command line: a run end to end, its summary, and clear errors that write nothing."""
 
+import warnings
+
+import numpy as np
 import pytest
 
 from adaptmc.cli import main
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import arviz as az
 
 MANUAL = ["sample", "--recipe", "manual"]  # kernel and tuner set by hand
 
@@ -17,8 +24,14 @@ def test_sample_then_summary(tmp_path, capsys):
     assert "robust min ESS per 1000 gradients" in printed and "x[0]" in printed
     for name in ("draws.nc", "summary.txt", "config.json", "checkpoint.npz"):
         assert (out / name).exists(), name
+    idata = az.from_netcdf(out / "draws.nc")
+    # 2 chains x 3 kept super-transitions x 400 / 20 steps; 4 x 2 x 400 gradients + 2 starts
+    assert idata.posterior["x"].shape == (2, 60, 2)
+    assert idata.attrs["total_grad_evals"] == 4 * 2 * 400 + 2
+    assert set(np.unique(idata.sample_stats["step_size"].values)) == {0.05}
     assert main(["summary", str(out)]) == 0
-    assert "gradient evaluations" in capsys.readouterr().out
+    again = capsys.readouterr().out
+    assert "gradient evaluations (all chains, tuning included) 3,202" in again
 
 
 def test_grid_tuner_from_cli(tmp_path, capsys):
@@ -28,6 +41,15 @@ def test_grid_tuner_from_cli(tmp_path, capsys):
                  "6", "--budget", "200", "--warmup", "0", "--chains", "2", "--out", str(out),
                  "--no-progress"])
     assert code == 0
+    tuning = az.from_netcdf(out / "draws.nc").tuning
+    tried = list(zip(tuning["step_size"].values[:4], tuning["num_leapfrog"].values[:4],
+                     strict=True))
+    assert sorted(tried) == [(0.1, 5), (0.1, 10), (0.4, 5), (0.4, 10)]
+    best = int(np.nanargmax(tuning["reward"].values[:4]))
+    # after the grid, the best point is kept
+    assert all((s, n) == tried[best] for s, n in zip(tuning["step_size"].values[4:],
+                                                     tuning["num_leapfrog"].values[4:],
+                                                     strict=True))
 
 
 @pytest.mark.parametrize(
