@@ -63,7 +63,7 @@ def aggregate(results: list[dict]) -> list[dict]:
 def markdown_table(results: list[dict]) -> str:
     """The aggregated table as GitHub markdown."""
     header = ("| target | sampler | seeds | warm-up grads | sampling grads | wall s (compile) "
-              "| min / median ESS | min ESS / 1k grads | ratio to NUTS | min ESS / s "
+              "| robust min / median ESS | min ESS / 1k grads | ratio to NUTS | min ESS / s "
               "| max R-hat | div | max abs err / sd | max err / MCSE |")
     lines = [header, "|" + "---|" * 14]
     for row in aggregate(results):
@@ -103,7 +103,7 @@ def plot_results(results: list[dict], path: str | os.PathLike) -> None:
         axes[0].bar(offset, np.maximum(ess, 1e-4), width, label=sampler)
         axes[1].bar(offset, np.maximum(ratio, 1e-4), width, label=sampler)
     axes[0].set_yscale("log")
-    axes[0].set_ylabel("min bulk-ESS per 1000 gradients\n(tuning included)")
+    axes[0].set_ylabel("robust min ESS per 1000 gradients\n(tuning included)")
     axes[1].set_yscale("log")
     axes[1].axhline(1.0, color="k", lw=0.8)
     axes[1].set_ylabel(f"ratio to {PEER_BASELINE}")
