@@ -131,3 +131,20 @@ def test_gadmala_from_cli_starts_from_the_heuristic_step(tmp_path, capsys):
 
     idata = az.from_netcdf(out / "draws.nc")
     assert float(idata.sample_stats["accepted"].mean()) > 0.5  # at h = 0.1: none accepted
+
+
+def test_a_users_target_module_in_the_current_folder(tmp_path, monkeypatch, capsys):
+    """``--target module:function`` finds a module in the folder the command runs in, and
+    a function returning ``(logdensity_fn, initial_params)`` gives named draws."""
+    (tmp_path / "my_model_for_cli.py").write_text(
+        "import jax.numpy as jnp\n"
+        "def posterior():\n"
+        "    return (lambda p: -0.5 * jnp.sum((p['mu'] - 1.0) ** 2), {'mu': jnp.zeros(2)})\n")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "run"
+    code = main([*MANUAL, "--target", "my_model_for_cli:posterior", "--num-leapfrog", "5",
+                 "--step-size", "0.5", "--super-transitions", "6", "--budget", "200",
+                 "--warmup", "1", "--chains", "2", "--out", str(out), "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    idata = az.from_netcdf(out / "draws.nc")
+    assert idata.posterior["mu"].shape[2] == 2

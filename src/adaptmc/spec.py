@@ -4,15 +4,20 @@ or a lazily imported experiment is named on the command line."""
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any
 
 
 def load_object(spec: str, what: str) -> Any:
-    """Import ``module`` and return its attribute ``function`` for ``spec = "module:function"``;
-    raise `ValueError` naming ``what`` (e.g. "target") when it cannot."""
+    """Import ``module`` (from the environment, else from the current folder) and return its
+    attribute ``function`` for ``spec = "module:function"``; raise `ValueError` naming
+    ``what`` (e.g. "target") when it cannot."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"{what} {spec!r}: expected 'module:function'")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())  # the user's module in the current folder, as `python -m`
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
