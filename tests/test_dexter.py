@@ -1,6 +1,9 @@
 """Dexter (Wang 2012, Sec. 4.2): loader, feature selection inside cross-validation, the
 two-hidden-layer network against a NumPy reference, and the one-layer network unchanged."""
 
+import math
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -9,6 +12,7 @@ from scipy import stats
 from adaptmc.datasets import dexter
 
 DATA = dexter.default_dir()
+REFERENCE = Path(__file__).parent / "data" / "bnn_one_layer_reference.npz"
 needs_data = pytest.mark.skipif(not (DATA / "dexter.param").is_file(),
                                 reason=f"Dexter data not found in {DATA}")
 
@@ -90,3 +94,130 @@ def test_feature_selection_uses_training_cases_only(data):
     root_mean_square = np.sqrt(np.mean(dexter.transform(data.train.features[training],
                                                         chosen) ** 2, axis=0))
     np.testing.assert_allclose(root_mean_square, 1.0, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- the network
+
+
+def numpy_log_joint(prior, x, y, mask, weights, log_prec):
+    """The two-hidden-layer logistic network's joint log density and its gradient with
+    respect to every weight and log precision, by hand (backpropagation) in NumPy."""
+    w1, b1, w2, b2, w3, b3 = (weights[g] for g in ("input_hidden", "hidden_bias",
+                                                   "hidden1_hidden2", "hidden2_bias",
+                                                   "hidden_output", "output_bias"))
+    h1 = np.tanh(x @ w1 + b1)
+    h2 = np.tanh(h1 @ w2 + b2)
+    f = (h2 @ w3 + b3)[:, 0]
+    value = np.sum(mask * (y * -np.logaddexp(0, -f) + (1 - y) * -np.logaddexp(0, f)))
+    d_f = mask * (y - 1 / (1 + np.exp(-f)))  # d loglik / d f
+    grads = {"output_bias": np.array([d_f.sum()]), "hidden_output": h2.T @ d_f[:, None]}
+    d_a2 = (d_f[:, None] @ w3.T) * (1 - h2**2)
+    grads["hidden2_bias"], grads["hidden1_hidden2"] = d_a2.sum(0), h1.T @ d_a2
+    d_a1 = (d_a2 @ w2.T) * (1 - h1**2)
+    grads["hidden_bias"], grads["input_hidden"] = d_a1.sum(0), x.T @ d_a1
+    grad_prec = {}
+    for group, w in weights.items():
+        gp = group_prior_of(prior, group)
+        tau = np.asarray(gp.mean) if gp.fixed else np.exp(log_prec[group])
+        if group == "input_hidden":  # ARD: one precision per input (row)
+            ss, count = np.sum(w * w, axis=1), w.shape[1]
+            tau_w = tau[:, None]
+        else:
+            ss, count, tau_w = np.sum(w * w), w.size, tau
+        value += np.sum(0.5 * count * (np.log(tau) - np.log(2 * np.pi)) - 0.5 * tau * ss)
+        grads[group] = grads[group] - tau_w * w
+        if not gp.fixed:
+            a, b = gp.alpha / 2, gp.alpha / (2 * gp.mean)
+            value += np.sum(a * np.log(b) - math.lgamma(a) + (a - 1) * np.log(tau) - b * tau
+                            + np.log(tau))
+            # d/d log tau of: count/2 log tau - tau ss/2 + a log tau - b tau
+            grad_prec[group] = 0.5 * count - 0.5 * tau * ss + a - b * tau
+    return value, grads, grad_prec
+
+
+def group_prior_of(prior, group):
+    from adaptmc.models import bnn
+
+    return bnn.group_prior(prior, group)
+
+
+def test_two_layer_network_matches_numpy_reference():
+    import jax
+    import jax.numpy as jnp
+    from jax.flatten_util import ravel_pytree
+
+    from adaptmc.models import bnn
+
+    rng = np.random.default_rng(7)
+    x = np.sqrt(rng.poisson(0.3, size=(37, 12)))
+    y = (rng.random(37) < 0.5).astype(float)
+    spec = bnn.MLPSpec(12, (5, 3), 1, "bernoulli", ard=True)
+    model = bnn.make_bnn(spec, x, y)
+    target = bnn.bnn_target(model)
+    position = jnp.asarray(rng.normal(scale=0.4, size=target.dim))
+    mask = jnp.asarray((rng.random(37) < 0.8).astype(float))
+    value, grad = jax.value_and_grad(lambda p: bnn.log_joint(model, p, mask))(position)
+    pos = bnn.unravel(model, position)
+    weights = {g: np.asarray(w) for g, w in pos.weights.items()}
+    log_prec = {g: np.asarray(v) for g, v in pos.log_precisions.items()}
+    ref_value, ref_w, ref_p = numpy_log_joint(model.prior, x, y, np.asarray(mask),
+                                              weights, log_prec)
+    np.testing.assert_allclose(float(value), ref_value, rtol=1e-12)
+    expected = np.concatenate([ravel_pytree({g: jnp.asarray(v) for g, v in ref_w.items()})[0],
+                               ravel_pytree({g: jnp.asarray(v) for g, v in ref_p.items()})[0]])
+    np.testing.assert_allclose(np.asarray(grad), expected, rtol=1e-10, atol=1e-10)
+    assert set(pos.weights) == {"input_hidden", "hidden_bias", "hidden1_hidden2",
+                                "hidden2_bias", "hidden_output", "output_bias"}
+
+
+def test_dexter_network_size():
+    """295-20-8-1: 6,097 weights and biases, as Wang (2012, Sec. 4.2) counts; the sampled
+    state adds 299 log precisions (295 ARD input precisions, one each for the first-layer
+    biases, second-layer weights, second-layer biases and output weights; the output bias
+    precision is fixed)."""
+    from adaptmc.models import bnn
+
+    spec = bnn.MLPSpec(295, (20, 8), 1, "bernoulli", ard=True)
+    model = bnn.make_bnn(spec, np.zeros((3, 295)), np.zeros(3))
+    lay = bnn.layout(model)
+    assert lay.num_weights == 295 * 20 + 20 + 20 * 8 + 8 + 8 + 1 == 6097
+    assert lay.num_precisions == 299 and lay.dim == 6396
+    scales = bnn.step_scales(model, bnn.initial_position(model).log_precisions,
+                             np.ones(3))
+    assert scales.shape == (6097,) and np.all(np.isfinite(scales)) and np.all(scales > 0)
+
+
+def test_one_layer_network_is_unchanged():
+    """Log densities, gradients, step scales, Gibbs draws and three product-chain transitions
+    of one-hidden-layer networks are bit-identical to the values computed before `MLPSpec`
+    took several layers (``tests/data/make_bnn_one_layer_reference.py``)."""
+    import sys
+
+    sys.path.insert(0, str(REFERENCE.parent))
+    try:
+        from make_bnn_one_layer_reference import reference_values
+    finally:
+        sys.path.remove(str(REFERENCE.parent))
+    stored = np.load(REFERENCE)
+    now = reference_values()
+    for key in stored:
+        np.testing.assert_array_equal(now[key], stored[key], err_msg=key)
+
+
+def test_robot_arm_smoke_numbers_are_unchanged():
+    """The robot-arm reproduction (smoke size, seed 0) gives the test errors and rewards it
+    gave before `MLPSpec` took several layers."""
+    import json
+
+    from adaptmc.experiments import robot_arm
+    from test_robot_arm import SMOKE
+
+    stored = json.loads((REFERENCE.parent / "robot_arm_smoke_reference.json").read_text())
+    result = robot_arm.run_experiment(SMOKE, seed=0, log=lambda *a: None)
+    methods = result["seeds"][0]["methods"]
+    assert methods["adaptive"]["test_error"] == stored["adaptive"]
+    assert methods["adaptive"]["ensemble_test_error"] == stored["ensemble"]
+    assert methods["expert"]["test_error"] == stored["expert"]
+    assert [float(r) for r in methods["adaptive"]["tuning"]["reward"]] == stored["rewards"]
+    nuts = methods["nuts"]["test_error"]
+    assert (math.isnan(nuts) and math.isnan(stored["nuts"])) or nuts == stored["nuts"]
