@@ -221,3 +221,53 @@ def test_robot_arm_smoke_numbers_are_unchanged():
     assert [float(r) for r in methods["adaptive"]["tuning"]["reward"]] == stored["rewards"]
     nuts = methods["nuts"]["test_error"]
     assert (math.isnan(nuts) and math.isnan(stored["nuts"])) or nuts == stored["nuts"]
+
+
+SMOKE_CONFIG = dict(num_super_transitions=3, gradient_budget=40, num_leapfrog_box=(4, 12),
+                    expert={"step_size": 0.3, "num_leapfrog": 9}, nuts_warmup=3, start_steps=10,
+                    num_folds=3, num_features=12, hidden=(3, 2), tuner_burn_in=1)
+
+
+@needs_data
+def test_experiment_runs_end_to_end(tmp_path, data):
+    """A small network through every method: outputs, equal budgets, a prediction file in the
+    challenge's format."""
+    import json
+
+    from adaptmc.experiments import dexter as experiment
+
+    config = experiment.Config(**SMOKE_CONFIG)
+    results = experiment.run_experiment(config, seed=1, out=tmp_path, log=lambda *a: None,
+                                        data=data)
+    methods = results["methods"]
+    assert set(methods) == {"adaptive gp-ucb", "adaptive parametric", "expert", "NUTS"}
+    budget = 3 * 40
+    for label, m in methods.items():
+        assert m["num_grads"] <= budget, label
+        if label != "NUTS":
+            assert len(m["valid_errors"]) == 3 and 0 <= m["vote"] <= 1
+            assert m["median"] == pytest.approx(np.median(m["valid_errors"]))
+    assert len(methods["adaptive gp-ucb"]["reward"]) == 3
+    lines = (tmp_path / "dexter_test.resu").read_text().split()
+    assert len(lines) == 2000 and set(lines) <= {"1", "-1"}
+    table = (tmp_path / "table.md").read_text()
+    assert "0.0667" in table and "NUTS" in table and "expert" in table
+    stored = json.loads((tmp_path / "results.json").read_text())
+    assert stored["config"]["gradient_budget"] == 40
+
+
+def test_vote_breaks_ties_by_the_mean_probability():
+    from adaptmc.experiments.dexter import vote
+
+    probs = np.array([[0.9, 0.2, 0.6], [0.4, 0.3, 0.45]])
+    np.testing.assert_array_equal(vote(probs), [1.0, 0.0, 1.0])
+
+
+@pytest.mark.slow
+@needs_data
+def test_quick_mode_from_the_command_line(tmp_path):
+    from adaptmc.cli import main
+
+    out = tmp_path / "quick"
+    assert main(["reproduce", "dexter", "--quick", "--out", str(out)]) == 0
+    assert len((out / "dexter_test.resu").read_text().split()) == 2000

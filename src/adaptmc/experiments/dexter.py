@@ -219,10 +219,12 @@ def held_out_loss(problem: Problem, probs: np.ndarray, loss: str) -> float:
     return float(np.mean(losses))
 
 
-def run_hmc(problem: Problem, config: Config, start, seed: int, tuner=None, log=print) -> dict:
+def run_hmc(problem: Problem, config: Config, start, seed: int, tuner=None, log=print,
+            segment=None) -> dict:
     """The product chain for ``config.num_super_transitions`` super-transitions at expert
-    settings (``tuner=None``) or tuned by ``tuner`` on the held-out reward."""
-    segment = make_segment(problem)
+    settings (``tuner=None``) or tuned by ``tuner`` on the held-out reward; ``segment``: a
+    compiled `make_segment` to reuse."""
+    segment = segment or make_segment(problem)
     state = BNNState(start, problem.target.logdensity(start))
     key = jax.random.key(seed)
     tuner_state = None if tuner is None else tuner.init(jax.random.fold_in(key, 1))
@@ -359,10 +361,11 @@ def run_experiment(config: Config, seed: int = 0, out: Path | None = None, log=p
     budget = config.num_super_transitions * config.gradient_budget
     methods = {}
     plans = [(f"adaptive {name}", name) for name in config.tuners] + [("expert", None)]
+    segment = make_segment(problem)
     for label, tuner_name in plans:
         log(f"{label}:")
         tuner = None if tuner_name is None else _tuner(tuner_name, config)
-        record = run_hmc(problem, config, start, seed, tuner, log=log)
+        record = run_hmc(problem, config, start, seed, tuner, log=log, segment=segment)
         record["grads_at"] = np.cumsum(np.asarray(record["num_steps"]) *
                                        (np.asarray(record["num_leapfrog"]) + 1)).tolist()
         methods[label] = _summarise(problem, record, budget, config)
