@@ -8,6 +8,7 @@ imported only when their experiment runs (`run_experiment`).
 from __future__ import annotations
 
 EXPERIMENTS: dict[str, str] = {
+    "dexter": "adaptmc.experiments.dexter:run_dexter",
     "gradient-adaptive": "adaptmc.experiments.gradient_adaptive:run_gradient_adaptive",
     "hmc-cost": "adaptmc.experiments.hmc_cost:run_hmc_cost",
     "hmc-sensitivity": "adaptmc.experiments.hmc_sensitivity:run_hmc_sensitivity",

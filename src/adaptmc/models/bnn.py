@@ -1,9 +1,11 @@
 """Bayesian multilayer perceptrons as in Neal (1996), "Bayesian Learning for Neural Networks".
 
-One tanh hidden layer; linear outputs with Gaussian noise (regression), or a logistic or
-softmax output (classification). The weights fall in groups, each with its own precision
-(inverse variance): input-to-hidden weights (one precision, or one per input under ARD),
-hidden biases, hidden-to-output weights, output biases. Each precision has a Gamma
+One or more tanh hidden layers; linear outputs with Gaussian noise (regression), or a
+logistic or softmax output (classification). The weights fall in groups, each with its own
+precision (inverse variance): input-to-hidden weights (one precision, or one per input under
+ARD), hidden biases, for each further hidden layer ``l`` its weights from layer ``l - 1``
+(``hidden{l-1}_hidden{l}``) and biases (``hidden{l}_bias``), hidden-to-output weights (from
+the last hidden layer), output biases. Each precision has a Gamma
 hyperprior, and so does the noise precision (Neal 1996, Chs. 1 and 3; section numbers
 are not quoted here because we could not check them offline).
 
@@ -29,6 +31,7 @@ precisions (Neal 1996, Ch. 3).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, NamedTuple
 
 import jax
@@ -43,10 +46,12 @@ Array = jax.Array
 
 LIKELIHOODS = ("gaussian", "bernoulli", "categorical")
 WEIGHT_GROUPS = ("input_hidden", "hidden_bias", "hidden_output", "output_bias")
+"""The weight groups of a network with one hidden layer (`weight_groups` for any)."""
 
 
 class MLPSpec(NamedTuple):
-    """Architecture: ``num_inputs -> num_hidden (tanh) -> num_outputs``.
+    """Architecture: ``num_inputs -> num_hidden (tanh) -> num_outputs``; ``num_hidden`` an int
+    (one hidden layer) or a tuple of layer widths, e.g. ``(20, 8)`` for Dexter's network.
 
     likelihood: ``"gaussian"`` (linear outputs, regression), ``"bernoulli"`` (one logistic
     output) or ``"categorical"`` (softmax over ``num_outputs`` classes); ard: one precision
@@ -54,10 +59,26 @@ class MLPSpec(NamedTuple):
     """
 
     num_inputs: int
-    num_hidden: int
+    num_hidden: int | tuple[int, ...]
     num_outputs: int
     likelihood: str = "gaussian"
     ard: bool = False
+
+    @property
+    def hidden_sizes(self) -> tuple[int, ...]:
+        """Widths of the hidden layers, first to last."""
+        if isinstance(self.num_hidden, int | np.integer):
+            return (int(self.num_hidden),)
+        return tuple(int(h) for h in self.num_hidden)
+
+
+def weight_groups(spec: MLPSpec) -> tuple[str, ...]:
+    """Names of the weight groups in prior order: ``WEIGHT_GROUPS`` for one hidden layer, with
+    ``hidden{l-1}_hidden{l}`` and ``hidden{l}_bias`` for layers ``l = 2, ...`` inserted after
+    the first layer's groups."""
+    deeper = tuple(g for l in range(2, len(spec.hidden_sizes) + 1)
+                   for g in (f"hidden{l - 1}_hidden{l}", f"hidden{l}_bias"))
+    return WEIGHT_GROUPS[:2] + deeper + WEIGHT_GROUPS[2:]
 
 
 class GammaPrior(NamedTuple):
@@ -81,25 +102,44 @@ class GammaPrior(NamedTuple):
 
 
 class BNNPrior(NamedTuple):
-    """Hyperpriors per weight group and for the noise precision (regression only)."""
+    """Hyperpriors per weight group and for the noise precision (regression only);
+    ``deeper``: ``(weights, biases)`` priors of hidden layers 2, 3, ... (`group_prior`)."""
 
     input_hidden: GammaPrior
     hidden_bias: GammaPrior
     hidden_output: GammaPrior
     output_bias: GammaPrior
     noise: GammaPrior
+    deeper: tuple[tuple[GammaPrior, GammaPrior], ...] = ()
+
+
+def group_prior(prior: BNNPrior, group: str) -> GammaPrior:
+    """The hyperprior of a weight group (or ``noise``) by name."""
+    match = re.fullmatch(r"hidden(\d+)_(hidden\d+|bias)", group)
+    if match is None:
+        return getattr(prior, group)
+    layer = int(match.group(1)) + (1 if match.group(2) != "bias" else 0)
+    if not 2 <= layer <= len(prior.deeper) + 1:
+        raise ValueError(f"no prior for {group!r}: BNNPrior.deeper has {len(prior.deeper)} "
+                         "layers")
+    return prior.deeper[layer - 2][0 if match.group(2) != "bias" else 1]
 
 
 def neal_prior(spec: MLPSpec) -> BNNPrior:
     """The robot-arm priors of Neal (1996, Ch. 3; FBM ``rlog.net``): ``0.05:0.5`` on the
     input-hidden weights, hidden biases and (scaled by the number of hidden units)
-    hidden-output weights, output biases fixed at standard deviation 100, noise ``0.05:0.5``."""
+    hidden-output weights, output biases fixed at standard deviation 100, noise ``0.05:0.5``.
+    Further hidden layers get ``0.05:0.5`` on their biases and on their weights, scaled by
+    the width of the layer feeding them."""
+    sizes = spec.hidden_sizes
     return BNNPrior(
         input_hidden=GammaPrior(0.05, 0.5),
         hidden_bias=GammaPrior(0.05, 0.5),
-        hidden_output=GammaPrior(0.05, 0.5, scale=float(spec.num_hidden)),
+        hidden_output=GammaPrior(0.05, 0.5, scale=float(sizes[-1])),
         output_bias=GammaPrior(100.0, math.inf),
         noise=GammaPrior(0.05, 0.5),
+        deeper=tuple((GammaPrior(0.05, 0.5, scale=float(sizes[l - 1])), GammaPrior(0.05, 0.5))
+                     for l in range(1, len(sizes))),
     )
 
 
@@ -129,9 +169,11 @@ def make_bnn(spec: MLPSpec, x, y, prior: BNNPrior | None = None) -> BNN:
     """Check shapes and build a `BNN` (float data as ``jnp`` arrays)."""
     if spec.likelihood not in LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {spec.likelihood!r}")
-    for name in ("num_inputs", "num_hidden", "num_outputs"):
+    for name in ("num_inputs", "num_outputs"):
         if int(getattr(spec, name)) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(spec, name)}")
+    if not spec.hidden_sizes or min(spec.hidden_sizes) < 1:
+        raise ValueError(f"num_hidden must be >= 1 (each layer), got {spec.num_hidden}")
     x = jnp.asarray(x, dtype=jnp.result_type(float))
     if x.ndim != 2 or x.shape[1] != spec.num_inputs:
         raise ValueError(f"x must have shape (n, {spec.num_inputs}), got {x.shape}")
@@ -156,7 +198,7 @@ def make_bnn(spec: MLPSpec, x, y, prior: BNNPrior | None = None) -> BNN:
 
 def precision_groups(model: BNN) -> tuple[str, ...]:
     """Names of the sampled precisions: the non-fixed weight groups, then ``noise``."""
-    groups = tuple(g for g in WEIGHT_GROUPS if not getattr(model.prior, g).fixed)
+    groups = tuple(g for g in weight_groups(model.spec) if not group_prior(model.prior, g).fixed)
     if model.spec.likelihood == "gaussian" and not model.prior.noise.fixed:
         groups = groups + ("noise",)
     return groups
@@ -167,16 +209,20 @@ def _precision_shape(model: BNN, group: str) -> tuple[int, ...]:
 
 
 def zero_weights(spec: MLPSpec, dtype=None) -> dict:
-    """``input_hidden: (I, H)``, ``hidden_bias: (H,)``, ``hidden_output: (H, K)``,
-    ``output_bias: (K,)``."""
+    """``input_hidden: (I, H1)``, ``hidden_bias: (H1,)``, ``hidden{l-1}_hidden{l}: (H{l-1},
+    H{l})``, ``hidden{l}_bias: (H{l},)``, ``hidden_output: (HL, K)``, ``output_bias: (K,)``."""
     dtype = dtype or jnp.result_type(float)
-    i, h, k = spec.num_inputs, spec.num_hidden, spec.num_outputs
-    return {
-        "input_hidden": jnp.zeros((i, h), dtype),
-        "hidden_bias": jnp.zeros((h,), dtype),
-        "hidden_output": jnp.zeros((h, k), dtype),
+    sizes, k = spec.hidden_sizes, spec.num_outputs
+    weights = {
+        "input_hidden": jnp.zeros((spec.num_inputs, sizes[0]), dtype),
+        "hidden_bias": jnp.zeros((sizes[0],), dtype),
+        "hidden_output": jnp.zeros((sizes[-1], k), dtype),
         "output_bias": jnp.zeros((k,), dtype),
     }
+    for l in range(2, len(sizes) + 1):
+        weights[f"hidden{l - 1}_hidden{l}"] = jnp.zeros((sizes[l - 2], sizes[l - 1]), dtype)
+        weights[f"hidden{l}_bias"] = jnp.zeros((sizes[l - 1],), dtype)
+    return weights
 
 
 def initial_position(model: BNN, key: Array | None = None, sd: float = 0.5) -> BNNPosition:
@@ -233,17 +279,19 @@ def unravel(model: BNN, position: Array) -> BNNPosition:
 def forward(spec: MLPSpec, weights: dict, x: Array) -> Array:
     """Network outputs (before the link): ``x: (n, I) -> (n, K)``."""
     hidden = jnp.tanh(x @ weights["input_hidden"] + weights["hidden_bias"])
+    for l in range(2, len(spec.hidden_sizes) + 1):
+        hidden = jnp.tanh(hidden @ weights[f"hidden{l - 1}_hidden{l}"] + weights[f"hidden{l}_bias"])
     return hidden @ weights["hidden_output"] + weights["output_bias"]
 
 
 def _all_precisions(model: BNN, log_precisions: dict) -> dict:
     """Precision of every weight group and the noise, fixed ones included."""
     out = {}
-    for g in WEIGHT_GROUPS + ("noise",):
+    for g in weight_groups(model.spec) + ("noise",):
         if g in log_precisions:
             out[g] = jnp.exp(log_precisions[g])
         else:
-            out[g] = jnp.asarray(getattr(model.prior, g).mean, model.x.dtype)
+            out[g] = jnp.asarray(group_prior(model.prior, g).mean, model.x.dtype)
     return out
 
 
@@ -251,7 +299,7 @@ def _sum_squares(model: BNN, weights: dict, group: str) -> tuple[Array, int]:
     """Sum of squared weights of ``group`` (per input under ARD) and the count per precision."""
     w = weights[group]
     if group == "input_hidden" and model.spec.ard:
-        return jnp.sum(w * w, axis=1), model.spec.num_hidden
+        return jnp.sum(w * w, axis=1), model.spec.hidden_sizes[0]
     return jnp.sum(w * w), int(np.prod(w.shape))
 
 
@@ -277,7 +325,7 @@ def log_likelihood(model: BNN, weights: dict, noise_precision: Array, mask: Arra
 def log_prior_weights(model: BNN, weights: dict, precisions: dict) -> Array:
     """Zero-mean Gaussian prior of each group at its precision (normalised)."""
     total = jnp.asarray(0.0, model.x.dtype)
-    for g in WEIGHT_GROUPS:
+    for g in weight_groups(model.spec):
         ss, count = _sum_squares(model, weights, g)
         tau = precisions[g]
         log_norm = 0.5 * count * (jnp.log(tau) - math.log(2 * math.pi))
@@ -301,7 +349,7 @@ def log_joint(model: BNN, position: Array, mask: Array | None = None) -> Array:
     total = log_likelihood(model, pos.weights, precisions["noise"], mask)
     total = total + log_prior_weights(model, pos.weights, precisions)
     for g, log_tau in pos.log_precisions.items():
-        prior = getattr(model.prior, g)
+        prior = group_prior(model.prior, g)
         total = total + jnp.sum(log_gamma_density(jnp.exp(log_tau), prior) + log_tau)
     return total
 
@@ -328,7 +376,7 @@ def gamma_conditional(model: BNN, weights: dict, mask: Array) -> dict:
     (and, for the noise, the residuals of the cases with ``mask = 1``)."""
     out = {}
     for g in precision_groups(model):
-        prior = getattr(model.prior, g)
+        prior = group_prior(model.prior, g)
         if g == "noise":
             resid = model.y - forward(model.spec, weights, model.x)
             ss = jnp.sum(mask * jnp.sum(resid * resid, axis=1))
@@ -370,25 +418,37 @@ def step_scales(model: BNN, log_precisions: dict, mask: Array) -> Array:
     output-unit curvature is the noise precision (1/4 for logistic and softmax outputs); the
     hidden-unit curvature sums, over outputs, the output curvature times the prior variance
     of a hidden-output weight (not the weights themselves, so the scales depend only on the
-    hyperparameters and the training inputs).
+    hyperparameters and the training inputs). With several hidden layers the unit curvature
+    is propagated back the same way, layer by layer (width of the next layer times its unit
+    curvature over the precision of the weights into it).
     """
-    spec = model.spec
+    spec, sizes = model.spec, model.spec.hidden_sizes
     prec = _all_precisions(model, log_precisions)
     num_cases = jnp.sum(mask)
     out_curv = prec["noise"] if spec.likelihood == "gaussian" else jnp.asarray(0.25, model.x.dtype)
-    hidden_curv = spec.num_outputs * out_curv / prec["hidden_output"]
+    # curvature of a unit of each hidden layer, propagated back from the outputs
+    unit_curv = [spec.num_outputs * out_curv / prec["hidden_output"]]
+    for l in range(len(sizes), 1, -1):
+        unit_curv.insert(0, sizes[l - 1] * unit_curv[0] / prec[f"hidden{l - 1}_hidden{l}"])
+    hidden_curv = unit_curv[0]
     input_sq = jnp.sum(mask[:, None] * model.x * model.x, axis=0)  # (I,)
     tau_in = jnp.broadcast_to(prec["input_hidden"], (spec.num_inputs,))
     curvature = {
         "input_hidden": jnp.broadcast_to(
-            (tau_in + input_sq * hidden_curv)[:, None], (spec.num_inputs, spec.num_hidden)
+            (tau_in + input_sq * hidden_curv)[:, None], (spec.num_inputs, sizes[0])
         ),
-        "hidden_bias": jnp.full((spec.num_hidden,), prec["hidden_bias"] + num_cases * hidden_curv),
+        "hidden_bias": jnp.full((sizes[0],), prec["hidden_bias"] + num_cases * hidden_curv),
         "hidden_output": jnp.full(
-            (spec.num_hidden, spec.num_outputs), prec["hidden_output"] + num_cases * out_curv
+            (sizes[-1], spec.num_outputs), prec["hidden_output"] + num_cases * out_curv
         ),
         "output_bias": jnp.full((spec.num_outputs,), prec["output_bias"] + num_cases * out_curv),
     }
+    for l in range(2, len(sizes) + 1):  # tanh sources: squared values at most 1 per case
+        into = f"hidden{l - 1}_hidden{l}"
+        curvature[into] = jnp.full((sizes[l - 2], sizes[l - 1]),
+                                   prec[into] + num_cases * unit_curv[l - 1])
+        curvature[f"hidden{l}_bias"] = jnp.full(
+            (sizes[l - 1],), prec[f"hidden{l}_bias"] + num_cases * unit_curv[l - 1])
     flat, _ = ravel_pytree(curvature)
     return 1.0 / jnp.sqrt(flat)
 

@@ -10,9 +10,11 @@ The kernel reads the model from the target: ``target.info["bnn"]`` (a `BNN`) and
 ``target.info["masks"]``, either ``None`` (one network on all the data, position
 ``(dim,)``) or ``(copies, n)`` 0/1 case weights for a product chain over ``copies``
 independent networks (cross-validation, `adaptmc.models.cv`), position ``(copies * dim,)``
-laid out copy by copy. The copies advance in lockstep with the same parameters, each with
-its own accept/reject; one product gradient evaluates all copies at once and counts as one
-gradient evaluation, so a super-transition of budget S gives each copy S leapfrog steps.
+laid out copy by copy; ``target.info["inputs"]``, if present and not ``None``, gives each
+copy its own inputs ``(copies, n, I)``. The copies advance in lockstep with the same
+parameters, each with its own accept/reject; one product gradient evaluates all copies at
+once and counts as one gradient evaluation, so a super-transition of budget S gives each
+copy S leapfrog steps.
 
 ``num_grads`` per step is ``num_leapfrog + 1``: the gradient at the start of a trajectory is
 recomputed because the Gibbs update changed the precisions.
@@ -113,9 +115,15 @@ def step(key: Array, state: BNNState, target, params: BNNHMCParams) -> tuple[BNN
     copies = masks.shape[0]
     rows = state.position.reshape(copies, -1)
     keys = jax.random.split(key, copies)
-    rows, logdensities, infos = jax.vmap(network_step, in_axes=(0, 0, None, 0, None))(
-        keys, rows, model, masks, params
-    )
+    inputs = target.info.get("inputs")
+    if inputs is None:
+        rows, logdensities, infos = jax.vmap(network_step, in_axes=(0, 0, None, 0, None))(
+            keys, rows, model, masks, params
+        )
+    else:
+        rows, logdensities, infos = jax.vmap(
+            lambda k, r, m, x: network_step(k, r, model._replace(x=x), m, params)
+        )(keys, rows, masks, inputs)
     info = StepInfo(
         acceptance_rate=jnp.mean(infos.acceptance_rate),
         accepted=jnp.any(infos.accepted),
