@@ -33,18 +33,7 @@ import jax
 import numpy as np
 
 from adaptmc import diagnostics, io
-from adaptmc.kernels import (
-    adaptive_metropolis,
-    gadmala,
-    gadmala_diag,
-    gadmala_direct,
-    gadmala_exact,
-    gadrwm,
-    hmc,
-    mala,
-    with_step_size_adaptation,
-)
-from adaptmc.kernels.base import Kernel
+from adaptmc.kernels import KERNELS, Kernel
 from adaptmc.targets import get_target
 from adaptmc.targets.base import Target
 
@@ -71,18 +60,15 @@ LITERATURE = {
 
 
 def make_kernel(name: str) -> Kernel:
-    """The kernel of one sampler of the comparison (not NUTS): the gradient-adaptive kernels
-    and adaptive Metropolis adapt inside every step (their ``adapt`` parameter); MALA and
-    HMC-L dual-average their step size inside every step (target 0.574 and 0.65)."""
-    kernels = {"gadrwm": gadrwm, "gadmala": gadmala, "gadmala-exact": gadmala_exact,
-               "gadmala-diag": gadmala_diag, "gadmala-direct": gadmala_direct,
-               "am": adaptive_metropolis}
-    if name in kernels:
-        return kernels[name]
-    if name == "mala-da":
-        return with_step_size_adaptation(mala, 0.574)
+    """The kernel of one sampler of the comparison (not NUTS), from `adaptmc.kernels.KERNELS`:
+    the gradient-adaptive kernels and adaptive Metropolis (``am``) adapt inside every step
+    (their ``adapt`` parameter); ``mala-da`` and HMC-L (``hmc-da``) dual-average their step
+    size inside every step (target 0.574 and 0.65)."""
+    if name in ("gadrwm", "gadmala", "gadmala-exact", "gadmala-diag", "gadmala-direct", "am",
+                "mala-da"):
+        return KERNELS[name]
     if name.startswith("hmc-") and name.split("-")[1].isdigit():
-        return with_step_size_adaptation(hmc, 0.65)
+        return KERNELS["hmc-da"]
     raise ValueError(f"unknown sampler {name!r}; choose from {', '.join(SAMPLERS)}")
 
 
