@@ -245,7 +245,7 @@ def test_bad_params_raise(params, match):
 
 
 def test_experiment_table_has_ratio_to_nuts_and_literature_rows():
-    from adaptmc.experiments.gradient_adaptive import make_sampler, markdown_table
+    from adaptmc.experiments.gradient_adaptive import markdown_table
 
     row = {"time_s": 2.0, "acceptance": 0.55, "min_ess": 1000.0, "median_ess": 1500.0,
            "max_ess": 2000.0, "min_ess_per_s": 500.0, "min_ess_per_1000_grads": 25.0}
@@ -254,10 +254,42 @@ def test_experiment_table_has_ratio_to_nuts_and_literature_rows():
                                                 "min_ess_per_s": 250.0}], 20_000)
     assert "| gadmala |" in table and "2.00x" in table and "1.00x" in table
     assert "RMHMC" in table
-    assert make_sampler("hmc-20").burn_params.num_leapfrog == 20
-    assert make_sampler("gadmala").keep_params.adapt == 0.0
+
+
+def test_experiment_samplers_are_manual_recipes_adapting_during_burn_in():
+    """Every sampler of the comparison is a plan of the manual recipe: step 0.1, adapting
+    inside every step for the burn-in super-transitions, then frozen; the budget makes a
+    super-transition exactly ``gcd(burn, keep)`` burn-in iterations."""
+    from adaptmc.experiments.gradient_adaptive import make_plan
+    from adaptmc.recipes import Plan
+
+    target = correlated_2d(1.0)
+    hmc20 = make_plan("hmc-20", target, 2000, 3000)
+    assert isinstance(hmc20, Plan) and hmc20.params.num_leapfrog == 20
+    assert (hmc20.num_warmup, hmc20.num_super_transitions, hmc20.adapt_until) == (2, 5, 2)
+    assert hmc20.gradient_budget == 20 * 1000 and hmc20.params.target_acceptance == 0.65
+    exact = make_plan("gadmala-exact", target, 2000, 2000)
+    assert exact.gradient_budget == 2 * 2000 and float(exact.params.step_size) == 0.1
+    for name in ("gadmala", "gadrwm", "am", "mala-da"):
+        plan = make_plan(name, target, 2000, 2000)
+        assert plan.tuner.name == "switch-after-warmup" and plan.adapt_until == 1
+        assert plan.tuner.best(plan.tuner.init(jax.random.key(0))) == {"adapt": 0.0}
     with pytest.raises(ValueError, match="unknown sampler"):
-        make_sampler("slice")
+        make_plan("slice", target, 2000, 2000)
+
+
+def test_experiment_measure_runs_a_recipe_and_counts_every_gradient():
+    """``measure`` on a short gadMALA run: the kept draws are ``num_keep`` iterations of one
+    chain, the gradients count burn-in and kept steps, ESS is the robust one (never above
+    the bulk-ESS) and finite."""
+    from adaptmc.experiments.gradient_adaptive import measure
+
+    jax.config.update("jax_enable_x64", True)
+    row = measure(correlated_2d(1.0), "gadmala", 400, 400, 1, seed=0)
+    assert 800 <= row["num_grads"] <= 810
+    assert 0.2 < row["acceptance"] < 0.9
+    assert 0 < row["min_ess"] <= row["median_ess"] <= row["max_ess"] <= 2 * 400
+    assert np.isfinite(row["min_ess_per_s"]) and row["min_ess_per_1000_grads"] > 0
 
 
 def _mala_acceptance(target, position, h, eps):

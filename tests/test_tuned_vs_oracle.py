@@ -33,3 +33,42 @@ def test_markdown_names_the_protocol():
     assert "dense mass adaptation in the first 15" in dense and "| 1.00 |" in dense
     frozen = tuned_vs_oracle.markdown(results, 2000, 150, 1, 30, 15, freeze=True)
     assert "frozen at its best setting" in frozen
+
+
+def test_tuned_plan_is_gp_ucb_in_log_eps_l_after_the_mass_warmup():
+    """The tuned sampler comes from the manual recipe: jittered HMC, GP-UCB over the log box
+    warm-started after the diagonal mass warm-up, frozen at the end of the burn-in when
+    asked, rewarded by the named objective."""
+    from adaptmc import recipes
+    from adaptmc.objectives import OBJECTIVES
+    from adaptmc.targets import get_target
+
+    target = get_target("gauss-2d-v2")
+    plan = tuned_vs_oracle.tuned_plan(target, tuned_vs_oracle.DEFAULT_BOX, 500, 40, 20, 0,
+                                      "esjd-sqrt-l", mass_warmup=15, freeze=True)
+    assert isinstance(plan, recipes.Plan) and plan.kernel.name == "hmc"
+    assert plan.params.jitter == tuned_vs_oracle.HMC_JITTER
+    assert plan.objective is OBJECTIVES["esjd-sqrt-l"]
+    assert (plan.num_warmup, plan.adapt_until, plan.num_super_transitions) == (20, 20, 40)
+    assert plan.box.names == ("step_size", "num_leapfrog") and all(plan.box.log)
+    assert list(plan.box.lower) == [0.01, 1] and list(plan.box.upper) == [1.0, 100]
+    assert "mass" in plan.tuner.name and 0 < plan.plot_skip < 15
+    unit = tuned_vs_oracle.tuned_plan(target, tuned_vs_oracle.BOXES["gauss-2d-v2"], 500, 40,
+                                      20, 0)
+    assert unit.adapt_until is None and unit.plot_skip == 0 and "mass" not in unit.tuner.name
+
+
+def test_min_ess_is_the_robust_one():
+    """An antithetic chain (x_t = -x_{t-1} + noise) has a bulk-ESS of x above its draws; the
+    experiment's ESS must not credit it (the ESS of x^2 is small)."""
+    import arviz as az
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = np.empty((4, 1000, 1))
+    x[:, 0] = rng.standard_normal((4, 1))
+    for t in range(1, 1000):
+        x[:, t] = -0.95 * x[:, t - 1] + np.sqrt(1 - 0.95**2) * rng.standard_normal((4, 1))
+    idata = az.from_dict(posterior={"x": x})
+    bulk = float(az.ess(x[..., 0]))
+    assert bulk > 4000 and tuned_vs_oracle._min_ess(idata) < 0.2 * bulk

@@ -109,8 +109,8 @@ def convergence_warnings(idata, table=None, box: dict | None = None) -> list[str
     if table is None:
         table = summary_table(*posterior_array(idata))
     out = []
-    worst = table["r_hat"].idxmax()
-    if float(table["r_hat"].max()) > MAX_RHAT:
+    if float(table["r_hat"].max()) > MAX_RHAT:  # NaN (one chain: no R-hat) is not
+        worst = table["r_hat"].idxmax()
         out.append(f"max R-hat {float(table['r_hat'].max()):.3f} > {MAX_RHAT} ({worst}): the "
                    "chains disagree; the draws are not from the posterior yet")
     divergent = int(np.asarray(idata.sample_stats["diverging"].values).sum())

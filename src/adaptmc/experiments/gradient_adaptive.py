@@ -5,7 +5,8 @@ Protocol (full): per target, every sampler starts from the target's initial posi
 ``2 x 10^4`` burn-in iterations with its adaptation on, then ``2 x 10^4`` kept iterations
 with adaptation frozen, repeated 10 times with different keys. Reported per sampler (means
 over repeats): wall time (burn-in + kept, compile excluded), acceptance rate of the kept
-iterations, bulk ESS over coordinates (min, median, max; `adaptmc.diagnostics.ess`), min
+iterations, robust ESS over coordinates (min, median, max; `adaptmc.diagnostics.robust_ess`:
+per coordinate the least of bulk-ESS of x, of x^2 and tail-ESS), min
 ESS per second and min ESS per 1000 gradient evaluations (every evaluation counted, burn-in
 included: NUTS's sum of ``num_integration_steps``, gadMALA-exact's Hessian-vector product as
 a second gradient, RWM-type samplers' log-density evaluations).
@@ -23,31 +24,16 @@ sets (N(0, 100) prior, standardised inputs plus intercept).
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from adaptmc import diagnostics, io
-from adaptmc.kernels import (
-    AMParams,
-    GADMALAParams,
-    GADRWMParams,
-    adaptive_metropolis,
-    gadmala,
-    gadmala_diag,
-    gadmala_direct,
-    gadmala_exact,
-    gadrwm,
-    hmc,
-    mala,
-    with_step_size_adaptation,
-)
-from adaptmc.kernels.base import Kernel
+from adaptmc.kernels import KERNELS, Kernel
 from adaptmc.targets import get_target
 from adaptmc.targets.base import Target
 
@@ -73,78 +59,53 @@ LITERATURE = {
 }
 
 
-class Sampler(NamedTuple):
-    """A kernel with its burn-in (adapting) and kept (frozen) parameters."""
-
-    kernel: Kernel
-    burn_params: Any
-    keep_params: Any
-
-
-def make_sampler(name: str) -> Sampler:
-    """The kernel and parameters of one sampler of the comparison (not NUTS)."""
-    eps = INITIAL_STEP_SIZE
-    if name == "gadrwm":
-        burn = GADRWMParams(step_size=eps)
-        return Sampler(gadrwm, burn, burn._replace(adapt=0.0))
-    if name in ("gadmala", "gadmala-exact", "gadmala-diag", "gadmala-direct"):
-        burn = GADMALAParams(step_size=eps)
-        kernel = {"gadmala": gadmala, "gadmala-exact": gadmala_exact,
-                  "gadmala-diag": gadmala_diag, "gadmala-direct": gadmala_direct}[name]
-        return Sampler(kernel, burn, burn._replace(adapt=0.0))
-    if name == "am":
-        burn = AMParams(step_size=eps)
-        return Sampler(adaptive_metropolis, burn, burn._replace(adapt=0.0))
-    if name == "mala-da":
-        kernel = with_step_size_adaptation(mala, 0.574)
-        burn = kernel.Params(step_size=eps)
-        return Sampler(kernel, burn, burn._replace(adapt=0.0))
-    if name.startswith("hmc-"):
-        kernel = with_step_size_adaptation(hmc, 0.65)
-        burn = kernel.Params(step_size=eps, num_leapfrog=int(name.split("-")[1]))
-        return Sampler(kernel, burn, burn._replace(adapt=0.0))
+def make_kernel(name: str) -> Kernel:
+    """The kernel of one sampler of the comparison (not NUTS), from `adaptmc.kernels.KERNELS`:
+    the gradient-adaptive kernels and adaptive Metropolis (``am``) adapt inside every step
+    (their ``adapt`` parameter); ``mala-da`` and HMC-L (``hmc-da``) dual-average their step
+    size inside every step (target 0.574 and 0.65)."""
+    if name in ("gadrwm", "gadmala", "gadmala-exact", "gadmala-diag", "gadmala-direct", "am",
+                "mala-da"):
+        return KERNELS[name]
+    if name.startswith("hmc-") and name.split("-")[1].isdigit():
+        return KERNELS["hmc-da"]
     raise ValueError(f"unknown sampler {name!r}; choose from {', '.join(SAMPLERS)}")
 
 
-def _kernel_runner(sampler: Sampler, target: Target, num_burn: int, num_keep: int):
-    """Compiled ``burn(key, x0) -> (state, grads)`` and ``keep(key, state) -> (positions,
-    accepted, grads)`` for one chain."""
-    kernel = sampler.kernel
-    burn_params = jax.tree.map(jnp.asarray, sampler.burn_params)
-    keep_params = jax.tree.map(jnp.asarray, sampler.keep_params)
+def make_plan(name: str, target: Target, num_burn: int, num_keep: int, seed: int = 0):
+    """One sampler of the comparison (not NUTS) as the ``manual`` recipe: its kernel from
+    step size `INITIAL_STEP_SIZE` (HMC-L: ``L`` leapfrog steps), adapting inside every step
+    for ``num_burn`` iterations, then frozen for ``num_keep`` kept ones. Iterations come in
+    super-transitions of ``gcd(num_burn, num_keep)`` steps (the budget is that many times a
+    burn-in step's cost; gadMALA-exact's frozen step costs half its adapting one, so it makes
+    twice the kept iterations)."""
+    from adaptmc import recipes
 
-    def burn(key, x0, params):
-        state = kernel.init(x0, target)
+    kernel = make_kernel(name)
+    steps = math.gcd(num_burn, num_keep)
+    lengths = {"num_leapfrog": int(name.split("-")[1])} if name.startswith("hmc-") else {}
+    budget = steps * kernel.cost(kernel.Params(**lengths))
+    return recipes.manual(target, kernel=kernel, step_size=INITIAL_STEP_SIZE, **lengths,
+                          tuner="fixed", objective=None, warmup=num_burn // steps,
+                          super_transitions=(num_burn + num_keep) // steps, budget=budget,
+                          seed=seed, name=f"gradient-adaptive-{name}")
 
-        def body(s, k):
-            s, info = kernel.step(k, s, target, params)
-            return s, info.num_grads
 
-        state, grads = jax.lax.scan(body, state, jax.random.split(key, num_burn))
-        return state, jnp.sum(grads) + 1
+def _recipe_runner(plan, target: Target):
+    """``run_once(key) -> (kept positions (draws, dim), acceptance, gradients, wall s)``:
+    `adaptmc.api.run_plan` with one chain from the target's initial position; the wall time
+    excludes compilation."""
+    from adaptmc.api import run_plan
 
-    def keep(key, state, params):
-        def body(s, k):
-            s, info = kernel.step(k, s, target, params)
-            return s, (s.position, info.accepted, info.num_grads)
-
-        _, (positions, accepted, grads) = jax.lax.scan(body, state,
-                                                       jax.random.split(key, num_keep))
-        return positions, jnp.mean(accepted), jnp.sum(grads)
-
-    key = jax.random.key(0)
-    burn_c = jax.jit(burn).lower(key, target.initial_position, burn_params).compile()
-    state_shape = jax.eval_shape(burn, key, target.initial_position, burn_params)[0]
-    keep_c = jax.jit(keep).lower(key, state_shape, keep_params).compile()
+    start = np.asarray(target.initial_position)[None]
 
     def run_once(key):
-        k1, k2 = jax.random.split(key)
-        tick = time.perf_counter()
-        state, burn_grads = jax.block_until_ready(burn_c(k1, target.initial_position,
-                                                         burn_params))
-        positions, rate, keep_grads = jax.block_until_ready(keep_c(k2, state, keep_params))
-        wall = time.perf_counter() - tick
-        return np.asarray(positions), float(rate), int(burn_grads) + int(keep_grads), wall
+        seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+        result = run_plan(target, plan, chains=1, seed=seed, initial_positions=start,
+                          progress=False)
+        positions = np.asarray(result.idata.posterior["x"].values[0])
+        rate = float(result.idata.sample_stats["acceptance_rate"].mean())
+        return positions, rate, result.num_grads, result.wall_s - result.compile_s
 
     return run_once
 
@@ -172,12 +133,12 @@ def measure(target: Target, name: str, num_burn: int, num_keep: int, repeats: in
     if name == "nuts":
         runner = _nuts_runner(target, num_burn, num_keep)
     else:
-        runner = _kernel_runner(make_sampler(name), target, num_burn, num_keep)
+        runner = _recipe_runner(make_plan(name, target, num_burn, num_keep, seed), target)
     compile_s = time.perf_counter() - tick
     rows = []
     for r in range(repeats):
         positions, rate, grads, wall = runner(jax.random.fold_in(jax.random.key(seed), r))
-        ess = diagnostics.ess(positions[None])
+        ess = diagnostics.robust_ess(positions[None])
         rows.append({"time_s": wall, "acceptance": rate, "num_grads": grads,
                      "min_ess": float(ess.min()), "median_ess": float(np.median(ess)),
                      "max_ess": float(ess.max())})
@@ -252,7 +213,8 @@ def run_protocol(out, targets=TARGETS, samplers=SAMPLERS, num_burn: int = 20_000
         "# Gradient-based adaptive MCMC (Titsias & Dellaportas 2019)",
         "",
         f"burn-in {num_burn}, kept {num_keep}, {repeats} repeat(s), one chain each; "
-        "time = burn-in + kept (compile excluded); ESS = ArviZ bulk ESS of the kept draws; "
+        "time = burn-in + kept (compile excluded); ESS = robust ESS of the kept draws "
+        "(per coordinate the least of bulk-ESS of x, of x^2 and tail-ESS); "
         "gradients include burn-in.",
         "",
     ]

@@ -4,8 +4,9 @@ Both samplers run the same number of transitions of the same target, vmapped ove
 number of chains, under ``jit``, float64, keeping every draw. Timings alternate between the
 two (so machine noise hits both alike) and the median over repeats is reported, with the
 ratio adaptmc / BlackJAX and each one's compile time. adaptmc is timed through its real
-super-transition loop (the compiled function `adaptmc.run` calls), and also end to end
-through `adaptmc.run` (tuning record, objective, host transfer included).
+super-transition loop (`adaptmc.run.SuperTransitionLoop`, the compiled function every run
+calls), and also end to end through `adaptmc.api.run_plan` with the ``manual`` recipe at the
+same setting (tuning record, host transfer included).
 """
 
 from __future__ import annotations
@@ -74,12 +75,19 @@ def _adaptmc_runner(target, step_size, num_leapfrog, num_chains, num_steps):
 
 
 def _end_to_end(target, step_size, num_leapfrog, num_chains, num_steps):
-    from adaptmc.kernels import HMCParams, hmc
-    from adaptmc.run import run
+    """Seconds of sampling through `adaptmc.api.run_plan` (the ``manual`` recipe, fixed
+    ``(eps, L)``, 4 super-transitions from the target's initial position), the first
+    super-transition's (which compiles) replaced by the mean of the others; and the compile
+    time."""
+    from adaptmc import recipes
+    from adaptmc.api import run_plan
 
-    result = run(target, hmc, HMCParams(step_size, num_leapfrog), num_super_transitions=4,
-                 gradient_budget=num_steps * num_leapfrog // 4, num_chains=num_chains,
-                 progress=False, init_jitter=0.0)
+    plan = recipes.manual(target, kernel="hmc", step_size=step_size, num_leapfrog=num_leapfrog,
+                          tuner="fixed", objective=None, warmup=0, super_transitions=4,
+                          budget=num_steps * num_leapfrog // 4)
+    starts = np.tile(np.asarray(target.initial_position), (num_chains, 1))
+    result = run_plan(target, plan, chains=num_chains, initial_positions=starts,
+                      progress=False)
     sampling = float(result.idata.tuning.wall_s.values[1:].sum() * 4 / 3)
     return sampling, result.compile_s
 

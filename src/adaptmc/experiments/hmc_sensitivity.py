@@ -99,14 +99,17 @@ def leapfrog_path(cov: np.ndarray, start: np.ndarray, momentum: np.ndarray, eps:
 
 def fixed_setting_run(variance: float, eps: float, steps: int, num_iterations: int,
                       seed: int) -> dict:
-    """One chain of ``num_iterations`` HMC steps with fixed ``(eps, L)`` from ``(1, -1)``."""
-    from adaptmc import diagnostics, kernels, objectives, targets
-    from adaptmc.run import run
+    """One chain of ``num_iterations`` HMC steps with fixed ``(eps, L)`` from ``(1, -1)``
+    (the ``manual`` recipe with the fixed tuner, one super-transition)."""
+    from adaptmc import diagnostics, objectives, recipes, targets
+    from adaptmc.api import run_plan
 
     target = targets.correlated_2d(variance)
-    result = run(target, kernels.hmc, kernels.HMCParams(eps, steps), num_super_transitions=1,
-                 gradient_budget=steps * num_iterations, num_chains=1, seed=seed,
-                 initial_positions=np.array([[1.0, -1.0]]), progress=False)
+    plan = recipes.manual(target, kernel="hmc", step_size=eps, num_leapfrog=steps,
+                          tuner="fixed", objective=None, warmup=0, super_transitions=1,
+                          budget=steps * num_iterations, seed=seed)
+    result = run_plan(target, plan, chains=1, seed=seed,
+                      initial_positions=np.array([[1.0, -1.0]]), progress=False)
     draws = np.asarray(result.idata.posterior["x"].values)  # (1, draws, 2)
     stats = {"is_divergent": np.asarray(result.idata.sample_stats["diverging"].values)}
     path = leapfrog_path(np.asarray(target.info["cov"]), PATH_START, PATH_MOMENTUM, eps, steps)
@@ -115,7 +118,7 @@ def fixed_setting_run(variance: float, eps: float, steps: int, num_iterations: i
         "path": path,
         "acceptance_rate": float(result.idata.sample_stats["acceptance_rate"].mean()),
         "esjd": diagnostics.esjd(draws),
-        "min_ess": float(diagnostics.ess(draws).min()),
+        "min_ess": float(diagnostics.robust_ess(draws).min()),
         "autocorrelation_score": objectives.autocorrelation_score(draws, stats, 0, MAX_LAG),
         "acf": np.array([diagnostics.autocorrelation(draws[..., i], MAX_LAG) for i in range(2)]),
         "trajectory_end_distance": float(np.linalg.norm(path[-1] - path[0])),
@@ -125,10 +128,12 @@ def fixed_setting_run(variance: float, eps: float, steps: int, num_iterations: i
 def tuner_run(variance: float, name: str, quick: bool, seed: int, run_dir: Path) -> dict:
     """Tune HMC on ``gauss-2d-v{variance}`` with tuner ``name``, writing the run folder (draws,
     checkpoint, tuning plots) to ``run_dir``; returns the setting the tuner would freeze on,
-    ``best`` of its final state as checkpointed."""
-    from adaptmc import io, kernels, objectives, recipes, targets, tuners
+    ``best`` of its final state as checkpointed (the kernel's ``L`` where the tuner sets the
+    step size only). Built by the ``manual`` recipe: HMC from ``(0.1, 6)`` (dual averaging:
+    ``L`` at the middle of the box), no burn-in, the ESJD-per-gradient reward."""
+    from adaptmc import io, recipes, targets
+    from adaptmc.api import run_plan
     from adaptmc.plots import write_tuning_plots
-    from adaptmc.run import run
 
     if quick:
         box = recipes.hmc_box(step_size=(0.01, 0.3), num_leapfrog=(5, 8))
@@ -136,28 +141,26 @@ def tuner_run(variance: float, name: str, quick: bool, seed: int, run_dir: Path)
     else:
         box = recipes.hmc_box(step_size=(0.01, 0.3), num_leapfrog=(1, 100))
         num_st, budget, chains = 60, 1000, 4
-    make = {
-        "gp-ucb": tuners.gp_ucb, "parametric": tuners.parametric, "hedge": tuners.hedge,
-        "sir": tuners.sir, "random": tuners.random_search,
-        "dual-averaging": lambda box: tuners.dual_averaging_tuner(
-            0.1, num_leapfrog=int(box.lower[1] + box.upper[1]) // 2),
-    }[name]
-    tuner = make(box)
+    bandit = name != "dual-averaging"
+    num_leapfrog = 6 if bandit else int(box.lower[1] + box.upper[1]) // 2
+    target = targets.correlated_2d(variance)
+    plan = recipes.manual(target, kernel="hmc", step_size=0.1, num_leapfrog=num_leapfrog,
+                          tuner=name, box=box if bandit else None, objective="esjd",
+                          warmup=0, super_transitions=num_st, budget=budget, seed=seed)
     tick = time.perf_counter()
-    result = run(targets.correlated_2d(variance), kernels.hmc, kernels.HMCParams(0.1, 6),
-                 num_super_transitions=num_st, gradient_budget=budget, num_chains=chains,
-                 tuner=tuner, objective=objectives.esjd_per_grad, seed=seed, progress=False,
-                 output_dir=run_dir, checkpoint_every=num_st)
+    result = run_plan(target, plan, chains=chains, seed=seed, output_dir=run_dir,
+                      checkpoint_every=num_st, progress=False)
     wall = time.perf_counter() - tick
     state = io.arrays_to_tree("tuner", io.load_npz(run_dir / io.CHECKPOINT),
-                              tuner.init(_key(seed)))
-    write_tuning_plots(result.idata, run_dir, box=box if name != "dual-averaging" else None)
+                              plan.tuner.init(_key(seed)))
+    write_tuning_plots(result.idata, run_dir, box=box if bandit else None)
     tuning = result.idata.tuning
+    best = {"num_leapfrog": int(tuning["num_leapfrog"].values[-1]), **plan.tuner.best(state)}
     rewards = np.asarray(tuning["reward"].values, float)
     return {
         "target": f"gauss-2d-v{variance:g}",
         "tuner": name,
-        "best": tuner.best(state),
+        "best": best,
         "mean_reward": float(np.nanmean(rewards)) if np.isfinite(rewards).any() else None,
         "failed": int(np.sum(~np.isfinite(rewards))),
         "super_transitions": num_st,
@@ -227,7 +230,7 @@ def format_summary(summary: dict) -> str:
         f"{summary['num_iterations']} iterations per setting, one chain from (1, -1), seed "
         f"{summary['seed']}{' (quick)' if summary['quick'] else ''}.",
         "",
-        "| target | eps | L | acceptance | ESJD | min bulk-ESS | autocorr. score | "
+        "| target | eps | L | acceptance | ESJD | robust min ESS | autocorr. score | "
         "|x_L - x_0| |",
         "|---|---|---|---|---|---|---|---|",
     ]

@@ -4,12 +4,12 @@ the same box) and BlackJAX NUTS, in ESS per gradient evaluation, tuning included
 For each target:
 
 1. *Oracle grid*: every point of a log-spaced grid over the box runs fixed-parameter HMC
-   (4 chains, the same super-transition budget); the point with the highest min bulk-ESS per
+   (4 chains, the same super-transition budget); the point with the highest robust min ESS per
    gradient is the oracle. To avoid the winner's curse, the oracle's figure is re-measured
    on fresh seeds with the same total budget as the tuned run.
 2. *Tuned*: HMC tuned online by GP-UCB (Wang 2012, Algorithm 3; annealed adoption) over the
    same box, once per reward in ``REWARDS`` (ESJD per gradient, and ESJD / sqrt(L) of Wang,
-   Mohamed & de Freitas 2013) on the same seeds; its min bulk-ESS (post burn-in draws) is
+   Mohamed & de Freitas 2013) on the same seeds; its robust min ESS (post burn-in draws) is
    divided by **all** gradient evaluations of the run, the tuning's included.
 3. *NUTS*: BlackJAX NUTS with window adaptation; warm-up gradients counted.
 
@@ -22,7 +22,7 @@ Protocol choices, the same for the oracle and the tuned runs:
   Sec. 5.4.2.2; ``HMC_JITTER``). Without it a fixed ``(eps, L)`` resonates with some of the
   100 scales of neal-100d (a coordinate whose trajectory returns near its start), and the min
   ESS of the grid's and the tuner's settings is a matter of luck: at (0.0143, 109) the
-  min-ESS per gradient is 5.9e-6 without jitter and 8.1e-4 with it.
+  min bulk-ESS per gradient is 5.9e-6 without jitter and 8.1e-4 with it.
 - The first ``num_warmup`` super-transitions (20 % of the run) are burn-in: their draws are
   dropped and their gradients counted, for the oracle as for the tuned run. The bandit does
   most of its exploring there; its annealed adoption keeps going afterwards.
@@ -40,13 +40,17 @@ Two protocols (``mass_warmup``):
 - *unit mass* (``mass_warmup=0``): HMC with the identity mass matrix; per-target boxes
   (``BOXES``), since the scales of the targets differ by 100x.
 - *whitened* (``mass_warmup=MASS_WARMUP``): every HMC run, oracle and tuned alike, starts with
-  `adaptmc.tuners.mass.mass_adaptation` (diagonal, Stan-like doubling windows) for
+  the mass warm-up of `adaptmc.tuners.mass` (diagonal, Stan-like doubling windows) for
   ``mass_warmup`` super-transitions inside the burn-in, then runs its (eps, L), fixed or
   tuned, over the default box (`adaptmc.recipes.hmc_box`, eps in [0.01, 1], L in [1, 100]) for
   every target. The oracle grid itself runs with a diagonal inverse mass estimated once per
   target (`whitening_mass`); its winner is then re-measured with the full protocol, mass
-  adaptation included. This is what the README's main job does, and what NUTS's window
+  adaptation included. This is what the ``bandit-hmc`` recipe does, and what NUTS's window
   adaptation does for NUTS.
+
+Every HMC run is built by the ``manual`` recipe (`adaptmc.recipes.manual`) and run by
+`adaptmc.api.run_plan`; NUTS is `adaptmc.baselines.nuts`. ESS everywhere is the robust min ESS
+(`adaptmc.diagnostics.robust_ess`).
 """
 
 from __future__ import annotations
@@ -70,9 +74,9 @@ BOXES = {
 }
 
 
-def _min_ess_per_grad(idata, num_grads: int) -> float:
-    positions = idata.posterior["x"].values
-    return float(diagnostics.ess(positions).min() / num_grads)
+def _min_ess(idata) -> float:
+    """The robust min ESS of the kept draws (`adaptmc.diagnostics.robust_ess`)."""
+    return float(diagnostics.robust_ess(idata.posterior["x"].values).min())
 
 
 MASS_WARMUP = 15
@@ -83,10 +87,22 @@ OBJECTIVE = "esjd"
 REWARDS = ("esjd", "esjd-sqrt-l")
 
 
+def _metric(mass_warmup: int, dense: bool) -> str | None:
+    """The ``manual`` recipe's ``adapt_mass``: None without a mass warm-up."""
+    return ("dense" if dense else "diag") if mass_warmup else None
+
+
+def _run(target, plan, seed: int):
+    from adaptmc.api import run_plan
+
+    return run_plan(target, plan, chains=4, seed=seed, progress=False)
+
+
 def oracle_grid(target, box, budget, num_st, seed, points=8, inverse_mass=1.0):
-    """ESS per gradient at every grid point; returns (rows, best)."""
-    from adaptmc.kernels import HMCParams, hmc
-    from adaptmc.run import run
+    """Robust min ESS per gradient of fixed-setting HMC (the ``manual`` recipe, one burn-in
+    super-transition) at every point of a ``points x points`` log grid over ``box``;
+    returns (rows, best)."""
+    from adaptmc import recipes
 
     (eps_lo, eps_hi), (l_lo, l_hi) = box
     eps_values = np.geomspace(eps_lo, eps_hi, points)
@@ -96,13 +112,14 @@ def oracle_grid(target, box, budget, num_st, seed, points=8, inverse_mass=1.0):
         for num_leapfrog in l_values:
             if num_leapfrog > budget:
                 continue
-            result = run(target, hmc, HMCParams(float(eps), int(num_leapfrog),
-                                                inverse_mass=inverse_mass, jitter=HMC_JITTER),
-                         num_super_transitions=num_st, gradient_budget=budget, num_chains=4,
-                         num_warmup=1, seed=seed, progress=False)
+            plan = recipes.manual(target, kernel="hmc", step_size=float(eps),
+                                  num_leapfrog=int(num_leapfrog), jitter=HMC_JITTER,
+                                  inverse_mass=inverse_mass, tuner="fixed", objective=None,
+                                  warmup=1, super_transitions=num_st, budget=budget, seed=seed)
+            result = _run(target, plan, seed)
             divergences = int(result.idata.sample_stats.diverging.sum())
             rows.append({"step_size": float(eps), "num_leapfrog": int(num_leapfrog),
-                         "ess_per_grad": _min_ess_per_grad(result.idata, result.num_grads),
+                         "ess_per_grad": _min_ess(result.idata) / result.num_grads,
                          "divergences": divergences})
     best = max(rows, key=lambda r: r["ess_per_grad"])
     return rows, best
@@ -110,79 +127,84 @@ def oracle_grid(target, box, budget, num_st, seed, points=8, inverse_mass=1.0):
 
 def whitening_mass(target, budget, mass_warmup, seed, dense=False):
     """An inverse mass for the oracle grid of the whitened protocol: the posterior variances
-    (``dense``: covariance) of the draws of a mass-adapted run (``mass_warmup`` warm-up
-    super-transitions, then 10 more)."""
-    from adaptmc import tuners
-    from adaptmc.kernels import HMCParams, hmc
-    from adaptmc.run import run
-    from adaptmc.tuners.mass import mass_adaptation
+    (``dense``: covariance) of the draws of a mass-adapted run (the ``manual`` recipe:
+    ``mass_warmup`` warm-up super-transitions, then 10 more)."""
+    from adaptmc import recipes
 
-    result = run(target, hmc, HMCParams(jitter=HMC_JITTER),
-                 tuner=mass_adaptation(tuners.fixed(), target.dim, mass_warmup, dense=dense),
-                 num_super_transitions=mass_warmup + 10, gradient_budget=budget, num_chains=4,
-                 num_warmup=mass_warmup, seed=seed, progress=False)
+    plan = recipes.manual(target, kernel="hmc", jitter=HMC_JITTER, tuner="fixed",
+                          objective=None, adapt_mass=_metric(mass_warmup, dense),
+                          warmup=mass_warmup, mass_warmup=mass_warmup,
+                          super_transitions=mass_warmup + 10, budget=budget, seed=seed)
+    result = _run(target, plan, seed)
     draws = result.idata.posterior["x"].values.reshape(-1, target.dim)
     return np.cov(draws.T).reshape(target.dim, target.dim) if dense else draws.var(axis=0)
 
 
-def _with_mass(inner, target, mass_warmup, warm_start=False, dense=False):
-    from adaptmc.tuners.mass import mass_adaptation
+def tuned_plan(target, box, budget, num_st, num_warmup, seed, objective_name=OBJECTIVE,
+               mass_warmup=0, dense=False, freeze=False):
+    """GP-UCB over ``box`` in log ``(eps, L)`` (the ``manual`` recipe), after
+    ``mass_warmup`` super-transitions of mass warm-up whose terminal window warm-starts it;
+    ``freeze``: its best setting from the end of the burn-in on."""
+    from adaptmc import recipes
 
-    return mass_adaptation(inner, target.dim, mass_warmup, warm_start=warm_start,
-                           dense=dense) if mass_warmup else inner
+    tuner_box = recipes.hmc_box(step_size=box[0], num_leapfrog=box[1], log=True)
+    return recipes.manual(target, kernel="hmc", jitter=HMC_JITTER, tuner="gp-ucb",
+                          box=tuner_box, objective=objective_name, warmup=num_warmup,
+                          adapt_until=num_warmup if freeze else None,
+                          adapt_mass=_metric(mass_warmup, dense),
+                          mass_warmup=mass_warmup, super_transitions=num_st,
+                          budget=budget, seed=seed)
 
 
 def tuned_run(target, box, budget, num_st, num_warmup, seed, objective_name=OBJECTIVE,
               mass_warmup=0, dense=False, freeze=False):
-    from adaptmc import recipes, tuners
-    from adaptmc.kernels import HMCParams, hmc
-    from adaptmc.objectives import OBJECTIVES
-    from adaptmc.run import run
-
-    tuner_box = recipes.hmc_box(step_size=box[0], num_leapfrog=box[1], log=True)
+    """One run of `tuned_plan`: robust min ESS per gradient (all counted) and per second
+    (compilation excluded), the tuner's and the objective's shares of the wall time, the
+    settings it ran after the burn-in."""
+    plan = tuned_plan(target, box, budget, num_st, num_warmup, seed, objective_name,
+                      mass_warmup, dense, freeze)
     tick = time.perf_counter()
-    result = run(target, hmc, HMCParams(jitter=HMC_JITTER),
-                 tuner=_with_mass(tuners.gp_ucb(tuner_box), target, mass_warmup, True, dense),
-                 objective=OBJECTIVES[objective_name], num_super_transitions=num_st,
-                 adapt_until=num_warmup if freeze else None,
-                 gradient_budget=budget, num_chains=4, num_warmup=num_warmup, seed=seed,
-                 progress=False)
+    result = _run(target, plan, seed)
     wall = time.perf_counter() - tick - result.compile_s
     tuning = result.idata.tuning
+    steps, lengths = tuning.step_size.values, tuning.num_leapfrog.values
     return {
-        "ess_per_grad": _min_ess_per_grad(result.idata, result.num_grads),
-        "ess_per_s": float(diagnostics.ess(result.idata.posterior["x"].values).min() / wall),
+        "ess_per_grad": _min_ess(result.idata) / result.num_grads,
+        "ess_per_s": _min_ess(result.idata) / wall,
         "grads": result.num_grads,
         "wall_s": wall,
         "tuner_share": float(tuning.tuner_s.sum() / wall),
         "objective_share": float(tuning.objective_s.sum() / wall),
         "objective": objective_name,
         "after_burn_in": sorted({(round(float(a), 5), int(b)) for a, b in zip(
-            tuning.step_size.values[num_warmup:], tuning.num_leapfrog.values[num_warmup:],
-            strict=True)}),
-        "final": {"step_size": float(tuning.step_size.values[-1]),
-                  "num_leapfrog": int(tuning.num_leapfrog.values[-1])},
-        "distinct": int(len({(a, b) for a, b in zip(tuning.step_size.values,
-                                                     tuning.num_leapfrog.values, strict=True)})),
+            steps[num_warmup:], lengths[num_warmup:], strict=True)}),
+        "final": {"step_size": float(steps[-1]), "num_leapfrog": int(lengths[-1])},
+        "distinct": int(len({(a, b) for a, b in zip(steps, lengths, strict=True)})),
     }
 
 
 def fixed_run(target, params, budget, num_st, num_warmup, seed, mass_warmup=0, dense=False):
-    from adaptmc import tuners
-    from adaptmc.kernels import HMCParams, hmc
-    from adaptmc.run import run
+    """The oracle's setting re-measured with the full protocol (the ``manual`` recipe): the
+    mass warm-up, if any, then the setting as a one-point grid; robust min ESS per gradient
+    and per second (compilation excluded)."""
+    from adaptmc import recipes
 
-    point = {"step_size": [params["step_size"]], "num_leapfrog": [params["num_leapfrog"]]}
+    if mass_warmup:
+        point = {"step_size": [params["step_size"]], "num_leapfrog": [params["num_leapfrog"]]}
+        plan = recipes.manual(target, kernel="hmc", jitter=HMC_JITTER, tuner="grid",
+                              grid=point, objective=None, adapt_mass=_metric(mass_warmup, dense),
+                              warmup=num_warmup, mass_warmup=mass_warmup,
+                              super_transitions=num_st, budget=budget, seed=seed)
+    else:
+        plan = recipes.manual(target, kernel="hmc", step_size=params["step_size"],
+                              num_leapfrog=params["num_leapfrog"], jitter=HMC_JITTER,
+                              tuner="fixed", objective=None, warmup=num_warmup,
+                              super_transitions=num_st, budget=budget, seed=seed)
     tick = time.perf_counter()
-    result = run(target, hmc, HMCParams(params["step_size"], params["num_leapfrog"],
-                                        jitter=HMC_JITTER),
-                 tuner=_with_mass(tuners.grid(point), target, mass_warmup, dense=dense)
-                 if mass_warmup else None,
-                 num_super_transitions=num_st, gradient_budget=budget, num_chains=4,
-                 num_warmup=num_warmup, seed=seed, progress=False)
+    result = _run(target, plan, seed)
     wall = time.perf_counter() - tick - result.compile_s
-    return {"ess_per_grad": _min_ess_per_grad(result.idata, result.num_grads),
-            "ess_per_s": float(diagnostics.ess(result.idata.posterior["x"].values).min() / wall)}
+    return {"ess_per_grad": _min_ess(result.idata) / result.num_grads,
+            "ess_per_s": _min_ess(result.idata) / wall}
 
 
 def nuts_run(target, num_warmup, num_draws, seed, num_chains=4, dense=False):
@@ -193,7 +215,7 @@ def nuts_run(target, num_warmup, num_draws, seed, num_chains=4, dense=False):
 
     result = nuts(target, seed, num_chains=num_chains, num_warmup=num_warmup,
                   num_draws=num_draws, dense=dense)
-    ess = diagnostics.ess(result.positions).min()
+    ess = diagnostics.robust_ess(result.positions).min()
     grads = result.total_grads
     return {"ess_per_grad": float(ess / grads), "ess_per_s": float(ess / result.wall_s),
             "grads": grads, "wall_s": result.wall_s}
@@ -268,7 +290,8 @@ def markdown(results, budget, num_st, num_seeds, num_warmup=0, mass_warmup=0,
         f"{mass}; "
         f"HMC step size jittered by +-{HMC_JITTER:.0%}; GP-UCB in log (eps, L) "
         f"(tuned final (eps, L): first seed); medians over {num_seeds} seed(s); "
-        "ESS = min bulk-ESS over coordinates; wall times exclude compilation.",
+        "ESS = robust min ESS (per coordinate the least of bulk-ESS of x, of x^2 and tail-ESS; "
+        "then the least over coordinates); wall times exclude compilation.",
         "",
         "| target | reward | oracle (eps, L) | tuned final (eps, L) | min-ESS/1000 grads: "
         "tuned | oracle | NUTS | tuned / oracle | tuned / NUTS | min-ESS/s: tuned | NUTS "
