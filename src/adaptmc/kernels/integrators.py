@@ -102,9 +102,16 @@ class ImplicitInfo(NamedTuple):
 def metric_terms(metric: RiemannianMetric, position: Array) -> MetricTerms:
     """``G(q)``'s Cholesky factor, inverse and pullback; costs ``metric.cost``."""
     matrix, pullback = jax.vjp(metric.matrix, position)
-    chol = jnp.linalg.cholesky(matrix)
+    chol = jnp.linalg.cholesky(_materialised(matrix))
     inverse = cho_solve((chol, True), jnp.eye(position.shape[0], dtype=position.dtype))
     return MetricTerms(chol, inverse, pullback)
+
+
+def _materialised(matrix: Array) -> Array:
+    """``matrix`` computed once: without the barrier XLA fuses the computation of ``G`` (a
+    Jacobian product) into the Cholesky factorisation's consumers and recomputes it per
+    element, measured 60 times slower on the robot-arm network."""
+    return jax.lax.optimization_barrier(matrix)
 
 
 def metric_force(terms: MetricTerms, momentum: Array, log_det_weight) -> Array:
@@ -173,7 +180,7 @@ def generalized_leapfrog(
     start_velocity = terms.inverse @ p_half
 
     def position_update(q_new):
-        chol = jnp.linalg.cholesky(metric.matrix(q_new))
+        chol = jnp.linalg.cholesky(_materialised(metric.matrix(q_new)))
         return position + half * (start_velocity + cho_solve((chol, True), p_half))
 
     q_new, ok_position, n_position = fixed_point(
