@@ -189,3 +189,22 @@ def test_kernels_leave_target_invariant(case):
     z_mean, z_var = moment_z_scores(positions, mean, var)
     assert np.all(np.abs(z_mean) < 4), z_mean
     assert np.all(np.abs(z_var) < 4), z_var
+
+
+@pytest.mark.parametrize("log_det", [1.0, 0.0])
+def test_log_det_term_exact_or_jeffreys(log_det):
+    """With ``log|G|`` MSD samples pi; without it, pi |G|^(1/2) (the Jeffreys variant).
+    pi = N(0, 1), G(q) = 1 + q^2: moments of the tilted law by quadrature."""
+    target = make_target(lambda q: -0.5 * jnp.sum(q**2), jnp.zeros(1), name="normal")
+    metric = user_metric(lambda q: jnp.eye(1) * (1.0 + q @ q), cost=1.0)
+    grid = np.linspace(-12, 12, 200_001)
+    density = np.exp(-0.5 * grid**2) * (1.0 + grid**2) ** (0.5 * (1.0 - log_det))
+    second = np.sum(grid**2 * density) / np.sum(density)
+    starts = jax.random.normal(jax.random.key(5), (16, 1)) * np.sqrt(second)
+    params = MSDParams(step_size=0.5, log_det=log_det, refresh_angle=1.0)
+    positions, divergent = _run_chains(msd_kernel(metric), params, target, starts, 500)
+    assert divergent.mean() < 0.05
+    z_mean, z_var = moment_z_scores(positions, np.zeros(1), np.array([second]))
+    assert abs(float(z_mean[0])) < 4 and abs(float(z_var[0])) < 4, (z_mean, z_var)
+    other = 1.417 if log_det == 1.0 else 1.0  # the other law's second moment (quadrature)
+    assert abs(float(np.mean(positions**2)) - other) > 0.2

@@ -34,6 +34,7 @@ outputs at the 400 test inputs, over all kept draws, per gradient-equivalent and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -213,12 +214,10 @@ def run_tuned_msd(target, cfg: Config, total_cost: float, overcount: float, seed
     )
     plan = plan._replace(params=plan.params._replace(max_iterations=MSD_ITERATIONS,
                                                      tolerance=MSD_TOLERANCE))
-    result = api.run_plan(target, plan, chains=cfg.num_runs, seed=seed,
+    flat = dataclasses.replace(target, unravel=lambda x: x, constrain=None)  # draws as "x"
+    result = api.run_plan(flat, plan, chains=cfg.num_runs, seed=seed,
                           initial_positions=np.asarray(starts), progress=False)
-    posterior = result.idata.posterior
-    positions = np.stack([np.asarray(posterior[v]) for v in posterior.data_vars], axis=-1) \
-        if len(posterior.data_vars) > 1 else np.asarray(posterior[list(posterior.data_vars)[0]])
-    positions = positions.reshape(positions.shape[0], positions.shape[1], -1)
+    positions = np.asarray(result.idata.posterior["x"])
     return {"positions": positions, "num_grads_total": result.num_grads,
             "wall_s": result.wall_s - result.compile_s}
 
@@ -242,8 +241,10 @@ def run_nuts_runs(target, cfg: Config, total_cost: float, seed: int, starts) -> 
             int(np.sum(grads)), "wall_s": float(np.sum(walls)), "info": infos}
 
 
-def run_manifold(out, quick: bool = False, force: bool = False, seed: int = 0) -> int:
-    """``adaptmc reproduce manifold [--quick]``: the table, autocorrelations and ESS."""
+def run_manifold(out, quick: bool = False, force: bool = False, seed: int = 0,
+                 config: Config | None = None) -> int:
+    """``adaptmc reproduce manifold [--quick]``: the table, autocorrelations and ESS;
+    ``config`` replaces `FULL` / `QUICK` (from Python, for a reduced protocol)."""
     from adaptmc.models.metric_models import robot_arm_bnn_target
 
     out = Path(out)
@@ -251,7 +252,7 @@ def run_manifold(out, quick: bool = False, force: bool = False, seed: int = 0) -
         print(f"{out} exists; use --force to overwrite")
         return 1
     out.mkdir(parents=True, exist_ok=True)
-    cfg = QUICK if quick else FULL
+    cfg = config if config is not None else (QUICK if quick else FULL)
     jax.config.update("jax_enable_x64", True)
     target = robot_arm_bnn_target(seed)
     starts = adam_starts(target, cfg.num_runs, seed)
