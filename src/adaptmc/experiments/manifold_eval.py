@@ -82,6 +82,14 @@ def _sampler_row(name, out, model, data, cfg, indices) -> dict:
         kept = out["positions"]
         grads_per_run = np.full(kept.shape[0], out["num_grads_total"] / kept.shape[0])
         per_iteration = wall_per_iteration = float("nan")
+    if kept.shape[1] < 4:  # e.g. NUTS whose warm-up spent the whole budget
+        return {"sampler": name, "step_size": out.get("step_size"), "num_kept": 0,
+                "error_mean": float("nan"), "error_sd": float("nan"), "errors": [],
+                "grad_eq_per_iteration": per_iteration, "wall_ms_per_iteration":
+                1e3 * wall_per_iteration, "grads_per_run": float(np.mean(grads_per_run)),
+                "wall_s": float(out["wall_s"]), "predictive_ess": float("nan"),
+                "ess_per_1k_grads": float("nan"), "ess_per_s": float("nan"),
+                **{f"acf_{g}": [float("nan")] * len(LAGS) for g in indices}}
     thin = max(1, kept.shape[1] * cfg.predict_every // (cfg.num_iterations - cfg.burn_in))
     errors = [normalised_error(model, run[::thin], x_test, y_test) for run in kept]
     ess = predictive_ess(model, kept, x_test)
