@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from adaptmc.kernels.base import Kernel, StepInfo, check_positive, metropolis_hastings, select
 from adaptmc.kernels.integrators import (
@@ -156,8 +157,11 @@ def _upper_cost(metric_cost: float, num_leapfrog: int, max_iterations: int) -> i
     return math.ceil(metric_cost * num_leapfrog + num_leapfrog * per_step)
 
 
-def _check_common(params) -> None:
+def _check_common(params, dim: int | None = None) -> None:
+    """``dim`` is accepted for the run loop's shape checks; these parameters are scalars."""
     check_positive("step_size", params.step_size)
+    if np.ndim(params.step_size) != 0:
+        raise ValueError(f"step_size must be a scalar, got shape {np.shape(params.step_size)}")
     if not 0.0 < float(params.refresh_angle) <= math.pi / 2:
         raise ValueError(f"refresh_angle must be in (0, pi/2], got {params.refresh_angle}")
     if float(params.log_det) not in (0.0, 1.0):
@@ -172,8 +176,8 @@ def _check_common(params) -> None:
     check_positive("metric_cost", params.metric_cost)
 
 
-def _rmhmc_check(params: RMHMCParams) -> None:
-    _check_common(params)
+def _rmhmc_check(params: RMHMCParams, dim: int | None = None) -> None:
+    _check_common(params, dim)
     num = params.num_leapfrog
     if int(num) != num or int(num) < 1:
         raise ValueError(f"num_leapfrog must be an integer >= 1, got {num}")
