@@ -16,6 +16,15 @@ from adaptmc.kernels.gradient_adaptive import (
 )
 from adaptmc.kernels.hmc import HMCParams, HMCState, hmc
 from adaptmc.kernels.mala import MALAParams, MALAState, mala
+from adaptmc.kernels.manifold import (
+    ManifoldState,
+    MSDParams,
+    RMHMCParams,
+    msd,
+    msd_kernel,
+    rmhmc,
+    rmhmc_kernel,
+)
 from adaptmc.kernels.rwm import RWMParams, RWMState, rwm
 from adaptmc.kernels.step_size_adaptation import AdaptedState, with_step_size_adaptation
 
@@ -23,7 +32,7 @@ KERNELS: dict[str, Kernel] = {"hmc": hmc, "mala": mala, "rwm": rwm}
 KERNELS.update({
     k.name: k
     for k in (gadrwm, gadrwm_direct, gadrwm_diag, gadmala, gadmala_direct, gadmala_exact,
-              gadmala_diag, adaptive_metropolis)
+              gadmala_diag, adaptive_metropolis, rmhmc, msd)
 })
 KERNELS["mala-da"] = with_step_size_adaptation(mala, 0.574)
 KERNELS["hmc-da"] = with_step_size_adaptation(hmc, 0.65)
@@ -40,7 +49,10 @@ __all__ = [
     "KERNELS",
     "Kernel",
     "MALAParams",
+    "MSDParams",
+    "ManifoldState",
     "MALAState",
+    "RMHMCParams",
     "RWMParams",
     "RWMState",
     "StepInfo",
@@ -55,6 +67,10 @@ __all__ = [
     "gadrwm_direct",
     "hmc",
     "mala",
+    "msd",
+    "msd_kernel",
+    "rmhmc",
+    "rmhmc_kernel",
     "rwm",
     "with_step_size_adaptation",
 ]

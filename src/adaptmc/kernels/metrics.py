@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.linalg import solve_triangular
 
 Array = jax.Array
@@ -87,3 +88,144 @@ def euclidean_metric(inverse_mass: Array) -> Metric:
     return Metric(
         sample_momentum, kinetic_energy, velocity, scale, inverse_mass_times, mass_quadratic
     )
+
+
+# ----------------------------------------------------------------------------- Riemannian
+
+
+class RiemannianMetric(NamedTuple):
+    """A position-dependent metric ``G(q)`` (Girolami & Calderhead 2011, Sec. 4).
+
+    matrix: ``position: (dim,) -> (dim, dim)`` symmetric positive definite ``G(q)``, written
+    with ``jax.numpy`` so that the integrator can differentiate it (one ``jax.vjp`` per
+    position, no dense derivative tensor); cost: gradient-equivalents of one evaluation of
+    ``G`` (a log-density gradient is 1), the unit in which kernels report ``num_grads``;
+    name: short label for tables.
+
+    The momentum of a kernel on this metric is ``p ~ N(0, G(q))`` and the kinetic energy
+    ``p^T G(q)^-1 p / 2 (+ log|G(q)| / 2)``; `adaptmc.kernels.integrators` counts a pullback
+    through ``G`` (the reverse sweep) as one more evaluation of ``cost``.
+    """
+
+    matrix: Callable[[Array], Array]
+    cost: float
+    name: str = "user"
+
+
+def _symmetric(matrix: Array) -> Array:
+    return 0.5 * (matrix + matrix.T)
+
+
+def _precision_diagonal(precision, dim: int, dtype) -> Array:
+    return jnp.broadcast_to(jnp.asarray(precision, dtype), (dim,))
+
+
+def user_metric(matrix: Callable[[Array], Array], cost: float, regulariser: float = 0.0,
+                name: str = "user") -> RiemannianMetric:
+    """Any ``G(q)`` given as a function; ``regulariser`` adds ``lambda I``. ``cost`` is what
+    one evaluation costs in gradient-equivalents (say it honestly: it scales the budget)."""
+    if not cost > 0:
+        raise ValueError(f"a metric's cost must be positive, got {cost}")
+
+    def regularised(position):
+        g = _symmetric(matrix(position))
+        return g + regulariser * jnp.eye(g.shape[0], dtype=g.dtype)
+
+    return RiemannianMetric(regularised, float(cost), name)
+
+
+def gauss_newton_metric(
+    output: Callable[[Array, Array], Array],
+    inputs: Array,
+    dim: int,
+    noise_precision: float,
+    prior_precision: float | Array,
+    regulariser: float = 0.0,
+) -> RiemannianMetric:
+    """Bayesian Gauss-Newton metric ``G(q) = beta (J^T J + lambda I) + (alpha + lambda) I``.
+
+    Zlochin & Baram (2000), Sec. 3 (MacKay 1992's Gauss-Newton approximation of the
+    Hessian): ``J: (n K, dim)`` is the Jacobian of the model's outputs over the training
+    inputs, ``beta`` the Gaussian noise precision, ``alpha`` the prior precision (a scalar,
+    or ``(dim,)`` per weight: the current precisions of a hierarchical prior). ``lambda``
+    regularises both terms, keeping ``G`` well conditioned where ``J^T J`` is singular.
+
+    Parameters
+    ----------
+    output
+        ``output(position, x) -> (K,)``: the model's outputs for ONE case ``x``. ``J`` is
+        built case by case (``vmap`` of ``jacrev``), i.e. ``K`` reverse sweeps over the data
+        set, so one evaluation costs ``K`` gradient-equivalents (``J^T J`` is then one
+        ``(dim, n K) x (n K, dim)`` product; no Hessian of the log density is formed).
+    inputs
+        ``(n, ...)`` training inputs.
+    dim
+        The dimension of the position (to find ``K`` without evaluating the model).
+    """
+    inputs = jnp.asarray(inputs)
+    single_jacobian = jax.jacrev(output)
+
+    def matrix(position):
+        jac = jax.vmap(single_jacobian, in_axes=(None, 0))(position, inputs)
+        jac = jac.reshape(-1, position.shape[0])
+        dim_, dtype = position.shape[0], position.dtype
+        alpha = _precision_diagonal(prior_precision, dim_, dtype)
+        data_term = noise_precision * (jac.T @ jac + regulariser * jnp.eye(dim_, dtype=dtype))
+        return _symmetric(data_term) + jnp.diag(alpha + regulariser)
+
+    position_shape = jax.ShapeDtypeStruct((dim,), inputs.dtype)
+    num_outputs = int(np.prod(jax.eval_shape(output, position_shape, inputs[0]).shape))
+    return RiemannianMetric(matrix, float(num_outputs), "gauss-newton")
+
+
+def fisher_metric(
+    fisher: Callable[[Array], Array],
+    prior_precision: float | Array | Callable[[Array], Array],
+    cost: float,
+    regulariser: float = 0.0,
+) -> RiemannianMetric:
+    """Fisher information plus the negative Hessian of the log prior, ``G(q) = F(q) -
+    d^2 log p(q) + lambda I`` (Zlochin & Baram 2000, eq. 9; Girolami & Calderhead 2011,
+    eq. 14), for any likelihood whose Fisher information ``fisher: q -> (dim, dim)`` is
+    known in closed form. ``prior_precision``: a scalar, ``(dim,)`` diagonal, ``(dim, dim)``
+    matrix, or a function of the position (the current precisions of a hierarchical prior).
+    ``cost``: gradient-equivalents of one evaluation of ``F``."""
+
+    def prior_term(position):
+        value = prior_precision(position) if callable(prior_precision) else prior_precision
+        value = jnp.asarray(value, position.dtype)
+        if value.ndim == 2:
+            return value
+        return jnp.diag(_precision_diagonal(value, position.shape[0], position.dtype))
+
+    def matrix(position):
+        g = _symmetric(fisher(position)) + prior_term(position)
+        return g + regulariser * jnp.eye(position.shape[0], dtype=position.dtype)
+
+    return user_metric(matrix, cost, name="fisher")
+
+
+def logistic_fisher_metric(
+    features: Array, prior_precision: float | Array, regulariser: float = 0.0
+) -> RiemannianMetric:
+    """Bayesian logistic regression's metric ``X^T diag(s (1 - s)) X + prior precision``,
+    ``s = sigmoid(X q)`` (Girolami & Calderhead 2011, Sec. 7; Zlochin & Baram 2000, eq. 9).
+    One evaluation is one pass ``X q`` and one weighted ``X^T W X``: counted as one
+    gradient-equivalent (its flops are ``n dim^2``, a gradient's ``n dim``; say so)."""
+    features = jnp.asarray(features)
+
+    def fisher(position):
+        s = jax.nn.sigmoid(features @ position)
+        return (features * (s * (1.0 - s))[:, None]).T @ features
+
+    return fisher_metric(fisher, prior_precision, cost=1.0, regulariser=regulariser)
+
+
+def hessian_metric(logdensity: Callable[[Array], Array], dim: int,
+                   regulariser: float = 0.0) -> RiemannianMetric:
+    """The negative Hessian of the log density plus ``lambda I``: the fallback for a target
+    without a model-specific metric. It is a metric only where the log density is strictly
+    concave; elsewhere its Cholesky factor is NaN and a kernel counts a divergence. One
+    evaluation is ``dim`` forward-over-reverse sweeps: ``dim`` gradient-equivalents."""
+    hessian = jax.jacfwd(jax.grad(logdensity))
+    return user_metric(lambda q: -hessian(q), float(dim), regulariser, name="hessian")
