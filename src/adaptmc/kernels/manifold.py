@@ -38,7 +38,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from adaptmc.kernels.base import Kernel, StepInfo, check_positive, metropolis_hastings, select
+from adaptmc.kernels.base import (
+    Kernel,
+    StepInfo,
+    Tunable,
+    check_positive,
+    metropolis_hastings,
+    select,
+)
 from adaptmc.kernels.integrators import (
     IntegratorState,
     integrate_implicit,
@@ -183,6 +190,13 @@ def _rmhmc_check(params: RMHMCParams, dim: int | None = None) -> None:
         raise ValueError(f"num_leapfrog must be an integer >= 1, got {num}")
 
 
+# searched in log scale: the stable step of a position-dependent metric spans decades
+MSD_TUNABLES = (Tunable("step_size", bounds=(0.001, 1.0), log=True, label="eps",
+                        stat="step_size"),)
+RMHMC_TUNABLES = (*MSD_TUNABLES, Tunable("num_leapfrog", integer=True, bounds=(1, 50),
+                                         log=True, label="L", stat="n_steps"))
+
+
 def rmhmc_kernel(metric: RiemannianMetric | None = None, name: str = "rmhmc") -> Kernel:
     """Riemannian manifold HMC (Girolami & Calderhead 2011) on ``metric`` (None: the
     target's, see `metric_of`)."""
@@ -194,7 +208,7 @@ def rmhmc_kernel(metric: RiemannianMetric | None = None, name: str = "rmhmc") ->
         unit = params.metric_cost if metric is None else metric.cost
         return _upper_cost(unit, int(params.num_leapfrog), int(params.max_iterations))
 
-    return Kernel(name, init, step, cost, _rmhmc_check, RMHMCParams)
+    return Kernel(name, init, step, cost, _rmhmc_check, RMHMCParams, RMHMC_TUNABLES)
 
 
 def msd_kernel(metric: RiemannianMetric | None = None, name: str = "msd") -> Kernel:
@@ -208,7 +222,7 @@ def msd_kernel(metric: RiemannianMetric | None = None, name: str = "msd") -> Ker
         unit = params.metric_cost if metric is None else metric.cost
         return _upper_cost(unit, 1, int(params.max_iterations))
 
-    return Kernel(name, init, step, cost, _check_common, MSDParams)
+    return Kernel(name, init, step, cost, _check_common, MSDParams, MSD_TUNABLES)
 
 
 rmhmc = rmhmc_kernel()

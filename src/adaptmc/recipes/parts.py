@@ -65,10 +65,14 @@ def kernel_params(kernel: Kernel, **overrides) -> Any:
 
 def default_box(kernel: Kernel, budget: int) -> tuners.Box:
     """A bandit's default box for ``kernel``: HMC's `hmc_box` with ``L`` capped so that a
-    super-transition holds at least `MIN_DRAWS` draws; other kernels: step size in
-    ``[0.01, 1]``."""
+    super-transition holds at least `MIN_DRAWS` draws; other kernels: the default bounds
+    their tunables declare (`adaptmc.tuners.box_from_tunables`)."""
     if kernel.name != hmc.name:
-        return tuners.make_box({"step_size": (0.01, 1.0)})
+        tunables = [t for t in kernel.tunables if t.bounds is not None]
+        if not tunables:
+            raise ValueError(f"kernel {kernel.name!r} declares no tunable parameter with a "
+                             "default box; give the box")
+        return tuners.box_from_tunables(tunables)
     top = 100 if budget >= MIN_DRAWS * 100 else max(2, budget // MIN_DRAWS)
     return hmc_box(num_leapfrog=(1, top))
 
