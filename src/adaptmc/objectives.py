@@ -10,6 +10,8 @@ failure.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from adaptmc import diagnostics
@@ -95,3 +97,41 @@ OBJECTIVES = {
     "min-ess": min_ess_per_grad,
     "chees": chees_per_grad,
 }
+
+
+def windowed_autocorrelation(trace: np.ndarray, cost_per_draw: float,
+                             window: tuple[float, float]) -> float:
+    """The talk's objective ``h = 1 - mean_{l in window} |rho(l)|`` (Mahendran, Wang, Hamze
+    & de Freitas 2012, Sec. 3: the autocorrelation of a scalar trace, the energy, averaged
+    over a window of lags; higher is better).
+
+    ``trace: (chains, draws)``. Lags are in units of cost (flips, gradients), so settings of
+    different cost per draw are compared at equal cost: ``rho`` at ``l`` cost units is the
+    chains' mean autocorrelation at ``l / cost_per_draw`` draws, linearly interpolated between
+    whole lags (``rho(0) = 1``), at 32 lags evenly spread over ``window``; lags beyond half
+    the draws use the last one available.
+    """
+    trace = np.asarray(trace, dtype=float)
+    if trace.ndim != 2 or trace.shape[1] < 4 or not np.all(np.isfinite(trace)):
+        return float("nan")
+    low, high = window
+    max_lag = max(1, min(trace.shape[1] // 2, math.ceil(high / cost_per_draw) + 1))
+    acf = diagnostics.autocorrelation(trace, max_lag)
+    lags = np.linspace(low, high, 32) / cost_per_draw
+    return float(1.0 - np.mean(np.abs(np.interp(lags, np.arange(acf.size), acf))))
+
+
+def energy_autocorrelation(energy, window: tuple[float, float] = (1.0, 100.0)):
+    """An objective ``(positions, stats, num_grads) -> h`` from `windowed_autocorrelation` of
+    the trace ``energy(positions): (chains, draws, dim) -> (chains, draws)`` (for the
+    discrete kernels: the model's energy), ``window`` in cost units (flips)."""
+
+    def objective(positions: np.ndarray, stats: dict, num_grads: int) -> float:
+        # no divergence check: a discrete move with a log ratio below -1000 is only a
+        # rejection, though the M-H helper flags it
+        if positions.shape[1] < 4:
+            return float("nan")
+        cost_per_draw = num_grads / (positions.shape[0] * positions.shape[1])
+        return windowed_autocorrelation(np.asarray(energy(positions)), cost_per_draw, window)
+
+    return objective

@@ -12,6 +12,7 @@ EXPERIMENTS: dict[str, str] = {
     "gradient-adaptive": "adaptmc.experiments.gradient_adaptive:run_gradient_adaptive",
     "hmc-cost": "adaptmc.experiments.hmc_cost:run_hmc_cost",
     "hmc-sensitivity": "adaptmc.experiments.hmc_sensitivity:run_hmc_sensitivity",
+    "ising": "adaptmc.experiments.ising:run_ising",
     "manifold": "adaptmc.experiments.manifold:run_manifold",
     "main-vs-nuts": "adaptmc.experiments.main_vs_nuts:run_main_vs_nuts",
     "robot-arm": "adaptmc.experiments.robot_arm:run_robot_arm",

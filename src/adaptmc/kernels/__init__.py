@@ -2,6 +2,14 @@
 
 from adaptmc.kernels.adaptive_metropolis import AMParams, AMState, adaptive_metropolis
 from adaptmc.kernels.base import Kernel, StepInfo, Tunable
+from adaptmc.kernels.discrete import (
+    KawasakiParams,
+    SAWParams,
+    SpinGraph,
+    SpinState,
+    kawasaki,
+    saw,
+)
 from adaptmc.kernels.gradient_adaptive import (
     GADMALAParams,
     GADRWMParams,
@@ -32,7 +40,7 @@ KERNELS: dict[str, Kernel] = {"hmc": hmc, "mala": mala, "rwm": rwm}
 KERNELS.update({
     k.name: k
     for k in (gadrwm, gadrwm_direct, gadrwm_diag, gadmala, gadmala_direct, gadmala_exact,
-              gadmala_diag, adaptive_metropolis, rmhmc, msd)
+              gadmala_diag, adaptive_metropolis, rmhmc, msd, saw, kawasaki)
 })
 KERNELS["mala-da"] = with_step_size_adaptation(mala, 0.574)
 KERNELS["hmc-da"] = with_step_size_adaptation(hmc, 0.65)
@@ -46,6 +54,7 @@ __all__ = [
     "GADState",
     "HMCParams",
     "HMCState",
+    "KawasakiParams",
     "KERNELS",
     "Kernel",
     "MALAParams",
@@ -55,6 +64,9 @@ __all__ = [
     "RMHMCParams",
     "RWMParams",
     "RWMState",
+    "SAWParams",
+    "SpinGraph",
+    "SpinState",
     "StepInfo",
     "Tunable",
     "adaptive_metropolis",
@@ -66,11 +78,13 @@ __all__ = [
     "gadrwm_diag",
     "gadrwm_direct",
     "hmc",
+    "kawasaki",
     "mala",
     "msd",
     "msd_kernel",
     "rmhmc",
     "rmhmc_kernel",
     "rwm",
+    "saw",
     "with_step_size_adaptation",
 ]

@@ -391,7 +391,9 @@ def _with_proposal(kernel: Kernel, params: Any, proposal: dict, dim: int) -> Any
     proposal = dict(proposal)
     for tunable in kernel.tunables:
         if tunable.integer and tunable.name in proposal:
-            proposal[tunable.name] = int(round(proposal[tunable.name]))
+            value = proposal[tunable.name]  # a vector of settings: a mixture kernel's
+            proposal[tunable.name] = (int(round(value)) if np.ndim(value) == 0
+                                      else np.round(value).astype(int))
     new = params._replace(**proposal)
     kernel.check_params(new, dim=dim)
     return new
