@@ -61,6 +61,6 @@ def grid(values: dict[str, list]) -> Tuner:
         rewards[nxt] = reward if math.isfinite(reward) else -np.inf
         return {"rewards": rewards, "next": np.asarray(nxt + 1)}
 
-    facts = {"policy": "grid", "values": {n: [float(v) for v in vals]
+    facts = {"policy": "grid", "values": {n: [np.asarray(v, dtype=float).tolist() for v in vals]
                                           for n, vals in values.items()}}
     return Tuner("grid", names, init, propose, update, best, lambda state: facts)
