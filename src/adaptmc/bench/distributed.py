@@ -39,6 +39,24 @@ def _cached_cells(cells: list[Cell], config: BenchConfig, cell_dir: Path | None,
     return done, todo
 
 
+def open_bench_dir(out: str | os.PathLike) -> Path:
+    """The bench's output folder: created (with adaptmc's marker) when absent; an existing
+    one must be empty or a bench folder (marker or ``cells/``), never another folder the
+    bench would litter."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"bench output {str(out)!r} exists and is not a folder")
+    if not out.exists():
+        return io.create_output_dir(out, kind="bench")
+    is_bench = (out / io.MARKER).is_file() or (out / "cells").is_dir()
+    if any(out.iterdir()) and not is_bench:
+        raise FileExistsError(f"bench output folder {str(out)!r} already holds files the "
+                              "bench did not write; choose another --out")
+    if not (out / io.MARKER).is_file():
+        io.write_json(out / io.MARKER, {"kind": "bench"})
+    return out
+
+
 def run_cells(
     cells: list[Cell],
     config: BenchConfig,
@@ -58,7 +76,7 @@ def run_cells(
     Returns the results in the order of ``cells``.
     """
     log = log or (lambda text: None)
-    cell_dir = None if out is None else Path(out) / "cells"
+    cell_dir = None if out is None else open_bench_dir(out) / "cells"
     if cell_dir is not None:
         cell_dir.mkdir(parents=True, exist_ok=True)
     done, todo = _cached_cells(cells, config, cell_dir, force, log)

@@ -63,9 +63,11 @@ def open_run_dir(output_dir: str | Path | None, *, resume: bool, force: bool,
         saved = json.loads((run_dir / io.CONFIG).read_text())
         check_same_run(saved.get("fingerprint", {}), fingerprint)
     else:
-        io.prepare_output_dir(run_dir, force=force)
-        io.create_output_dir(run_dir, force=force)
-        io.write_json(run_dir / io.CONFIG, {"fingerprint": fingerprint, **(config or {})})
+        def populate(folder: Path) -> None:
+            (folder / io.CHUNKS).mkdir()
+            io.write_json(folder / io.CONFIG, {"fingerprint": fingerprint, **(config or {})})
+
+        io.create_output_dir(run_dir, force=force, kind="run", populate=populate)
     return run_dir
 
 
