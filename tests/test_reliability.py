@@ -16,7 +16,8 @@ from adaptmc.targets import make_target
 
 TARGET = make_target(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(2), name="std-normal-2d")
 MANUAL = ["sample", "--recipe", "manual", "--target", "gauss-2d-v1", "--no-progress",
-          "--super-transitions", "3", "--budget", "40", "--chains", "2"]
+          "--super-transitions", "3", "--warmup", "1", "--budget", "40",
+          "--chains", "2"]
 
 
 def _run(out, **kwargs):
@@ -88,3 +89,62 @@ def test_bench_refuses_an_out_folder_with_foreign_files(tmp_path):
     with pytest.raises(FileExistsError, match="did not write"):
         open_bench_dir(out)
     assert open_bench_dir(tmp_path / "fresh").joinpath(io.MARKER).is_file()
+
+
+# 2. every check before anything is written or deleted -----------------------------------
+
+def _raising_objective(positions, stats, num_grads):
+    raise KeyError("reward column")
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--tuner", "gp-ucb", "--box", "num_leapfrog=0:3"], "num_leapfrog must be"),
+    (["--tuner", "gp-ucb", "--adapt-until", "-5"], "adapt_until must"),
+    (["--tuner", "grid", "--grid", "step_size=0.1,x"], "with numbers"),
+    (["--inverse-mass", "nan"], "inverse_mass"),
+])
+def test_bad_options_with_force_keep_the_old_run(tmp_path, capsys, extra, message):
+    out = tmp_path / "run"
+    _run(out)
+    before = sorted(p.name for p in out.rglob("*"))
+    code = main([*MANUAL, *extra, "--out", str(out), "--force"])
+    assert code == 2 and message in capsys.readouterr().err
+    assert sorted(p.name for p in out.rglob("*")) == before
+    assert (out / io.DRAWS).exists()
+
+
+def test_an_objective_that_raises_is_caught_before_writing(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match="objective '_raising_objective' failed.*KeyError"):
+        _run(out, objective=_raising_objective)
+    assert not out.exists()
+    assert not list(tmp_path.iterdir())
+
+
+# 3. no silent garbage: at least one step per super-transition in every phase ------------
+
+@pytest.mark.parametrize("extra, message", [
+    (["--adapt-mass", "diag", "--budget", "6", "--num-leapfrog", "3", "--warmup", "3",
+      "--super-transitions", "6"],
+     "first proposal one step costs 10"),
+    (["--tuner", "gp-ucb", "--box", "step_size=0:0.5"], "step_size must be positive"),
+    (["--tuner", "gp-ucb", "--adapt-until", "100"], "adapt_until must"),
+])
+def test_infeasible_warmups_and_boxes_are_refused(tmp_path, capsys, extra, message):
+    args = list(MANUAL)
+    if "--budget" in extra:
+        del args[args.index("--budget"):args.index("--budget") + 2]
+    out = tmp_path / "never"
+    assert main([*args, *extra, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_box_beyond_the_budget_is_refused_by_run(tmp_path):
+    from adaptmc.tuners import gp_ucb, make_box
+
+    box = make_box({"step_size": (0.1, 1.0), "num_leapfrog": (1, 30)},
+                   integer=("num_leapfrog",))
+    with pytest.raises(ValueError, match="num_leapfrog=30.*costs 30 gradients"):
+        _run(tmp_path / "never", tuner=gp_ucb(box), gradient_budget=20)
+    assert not (tmp_path / "never").exists()
