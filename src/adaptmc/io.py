@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -191,8 +192,73 @@ def atomic_savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 def load_npz(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as data:
-        return {k: data[k] for k in data.files}
+    """The arrays of an ``.npz`` file, never unpickled; a damaged or truncated file (or one
+    holding objects) is a `ValueError` saying so (numpy's advice to allow pickle is never
+    passed on)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{str(path)!r} is damaged or not an adaptmc array file "
+                         f"({describe_error(err)})") from None
+
+
+def load_npz_member(path: str | os.PathLike, name: str) -> np.ndarray:
+    """One array of an ``.npz`` file (the others are not read)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return data[name]
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{str(path)!r} is damaged or not an adaptmc array file "
+                         f"({describe_error(err)})") from None
+
+
+def npz_headers(path: str | os.PathLike) -> dict[str, tuple[tuple, np.dtype]]:
+    """``{name: (shape, dtype)}`` of the arrays of an ``.npz`` file, from their headers
+    (no data read)."""
+    out = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in archive.namelist():
+                with archive.open(member) as fh:
+                    major, _ = np.lib.format.read_magic(fh)
+                    read = (np.lib.format.read_array_header_1_0 if major == 1
+                            else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read(fh)
+                out[member.removesuffix(".npy")] = (shape, dtype)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{str(path)!r} is damaged ({describe_error(err)})") from None
+    return out
+
+
+def load_npy(path: Path) -> np.ndarray:
+    """One array from a ``.npy`` file, never unpickled (see `load_npz`)."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise ValueError(f"{str(path)!r} is damaged or holds no plain numeric array "
+                         f"({describe_error(err)})") from None
+
+
+def check_npz(path: Path, context: str) -> None:
+    """Raise `ValueError` (``context``: what is lost) unless ``path`` is a complete ``.npz``
+    (every member's checksum read, nothing loaded into memory at once)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (OSError, zipfile.BadZipFile, EOFError) as err:
+        bad = describe_error(err)
+    if bad is not None:
+        raise ValueError(f"{context}: {str(path)!r} is damaged ({bad}); start the run again "
+                         "with --force (force=True)")
+
+
+def describe_error(err: BaseException) -> str:
+    """A one-line cause, with numpy's pickle advice replaced by what it means."""
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    if "allow_pickle" in text or "pickle" in text.lower():
+        return "it holds Python objects, which adaptmc never loads"
+    return text
 
 
 def tree_to_arrays(prefix: str, tree: Any) -> dict[str, np.ndarray]:

@@ -98,8 +98,8 @@ class _Progress:
     total_grads: int
     start_index: int = 0
     num_chunks: int = 0
-    chunks: list = field(default_factory=list)
-    pending: list = field(default_factory=list)  # chunks since the last checkpoint
+    chunks: list = field(default_factory=list)  # in memory only without a run folder
+    pending: list = field(default_factory=list)  # draws since the last checkpoint
     frozen: dict | None = None  # the tuner's best setting, computed once adaptation stops
 
 
@@ -176,7 +176,7 @@ def run(
     check_tuner(tuner, kernel, params, target.dim, gradient_budget, thin)
     fingerprint = store.fingerprint(
         target, kernel, params, tuner, num_super_transitions, gradient_budget, num_chains,
-        num_warmup, adapt_until, seed, thin,
+        num_warmup, adapt_until, seed, thin, objective,
     )
     run_dir = store.open_run_dir(output_dir, resume=resume, force=force,
                                  fingerprint=fingerprint, config=config)
@@ -231,7 +231,7 @@ def _start(setup: _Setup, positions, key_init, resume: bool) -> _Progress:
     saved = store.load_checkpoint(setup.run_dir, setup.key, states, tuner_state)
     if saved is not None:
         state.states, state.tuner_state = saved["states"], saved["tuner_state"]
-        state.record, state.chunks = saved["record"], saved["chunks"]
+        state.record = saved["record"]
         state.start_index, state.total_grads = saved["next"], saved["total_grads"]
         state.num_chunks = saved["num_chunks"]
     return state
@@ -262,8 +262,9 @@ def _advance(setup: _Setup, state: _Progress, loop, progress: bool,
     finally:
         if bar is not None:
             bar.close()
-    state.chunks.extend(state.pending)
-    state.pending = []
+    if setup.run_dir is None:
+        state.chunks.extend(state.pending)
+        state.pending = []
     return True
 
 
@@ -337,15 +338,16 @@ def _checkpoint(setup: _Setup, state: _Progress, next_index: int) -> None:
         setup.run_dir, state.pending, state.num_chunks, next_index, state.total_grads,
         state.states, state.tuner_state, state.record, setup.key,
     )
-    state.chunks.extend(state.pending)
-    state.pending = []
+    state.pending = []  # on disk now: memory holds one chunk of draws at most
 
 
 def _finish(setup: _Setup, state: _Progress, loop, started: float, seed: int) -> RunResult:
     """Assemble the InferenceData, write it to the run folder, and return the result."""
     wall = time.perf_counter() - started
+    chunks = state.chunks if setup.run_dir is None else \
+        [io.chunk_path(setup.run_dir, i) for i in range(state.num_chunks)]
     idata = to_inference_data(
-        setup.target, setup.kernel, state.chunks, state.record, setup.tuner, setup.num_warmup,
+        setup.target, setup.kernel, chunks, state.record, setup.tuner, setup.num_warmup,
         attrs={
             "target": setup.target.name,
             "kernel": setup.kernel.name,
@@ -363,7 +365,7 @@ def _finish(setup: _Setup, state: _Progress, loop, started: float, seed: int) ->
     )
     _describe_tuning(setup, state, idata)
     if setup.run_dir is not None:
-        store.write_draws(setup.run_dir, idata)
+        idata = store.write_draws(setup.run_dir, idata)
     return RunResult(idata, state.total_grads, wall, loop.compile_s, setup.run_dir)
 
 
