@@ -4,7 +4,10 @@ trust (4), one clear error line (5), streamed draws (6), bench failures and cach
 
 from __future__ import annotations
 
+import os
+
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from adaptmc import io
@@ -148,3 +151,178 @@ def test_a_box_beyond_the_budget_is_refused_by_run(tmp_path):
     with pytest.raises(ValueError, match="num_leapfrog=30.*costs 30 gradients"):
         _run(tmp_path / "never", tuner=gp_ucb(box), gradient_budget=20)
     assert not (tmp_path / "never").exists()
+
+
+# 4. resume trusts nothing in its folder ---------------------------------------------------
+
+def _stopped(out, **kwargs):
+    return _run(out, num_super_transitions=4, checkpoint_every=1, stop_after=2, **kwargs)
+
+
+def test_resume_imports_no_code_named_by_the_folder(tmp_path, monkeypatch, capsys):
+    sentinel = tmp_path / "ran"
+    (tmp_path / "shipped_r13.py").write_text(
+        f"open({str(sentinel)!r}, 'w').write('x')\ndef make():\n    raise SystemExit\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "received"
+    out.mkdir()
+    cli = {"target": "shipped_r13:make", "recipe": "manual", "seed": 0, "chains": 2,
+           "thin": None, "checkpoint_every": 1, "float32": False}
+    io.write_json(out / io.CONFIG, {"fingerprint": {}, "cli": cli})
+    assert main(["resume", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--trust-code" in err and "shipped_r13:make" in err
+    assert not sentinel.exists()
+
+
+def test_resume_refuses_an_edited_target_or_another_objective(tmp_path):
+    from adaptmc.objectives import esjd_per_grad
+
+    out = tmp_path / "run"
+    _stopped(out, objective=esjd_per_grad)
+    edited = make_target(lambda x: -0.5 * jnp.sum(x**2) / 1.5, jnp.zeros(2),
+                         name="std-normal-2d")
+    with pytest.raises(ValueError, match="target_digest"):
+        run(edited, hmc, HMCParams(0.3, 4), num_super_transitions=4, gradient_budget=40,
+            num_chains=2, progress=False, output_dir=out, resume=True, checkpoint_every=1,
+            objective=esjd_per_grad)
+    with pytest.raises(ValueError, match="objective"):
+        _run(out, num_super_transitions=4, checkpoint_every=1, resume=True)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda out: _truncate(out / io.CHECKPOINT), "checkpoint.npz' is damaged"),
+    (lambda out: _truncate(io.chunk_path(out, 0)), "000000.npz' is damaged"),
+    (lambda out: np.save(out / io.CHECKPOINT, np.array([{}], dtype=object)),
+     "checkpoint.npz' is damaged"),
+    (lambda out: (out / io.CONFIG).write_text("{\"fingerp"), "config.json' is damaged"),
+])
+def test_damaged_run_folders_give_one_clear_error(tmp_path, damage, message):
+    out = tmp_path / "run"
+    _stopped(out)
+    if "000000" in message:
+        import shutil
+
+        shutil.copy(io.chunk_path(out, 0), tmp_path / "c.npz")
+    damage(out)
+    if (out / (io.CHECKPOINT + ".npy")).exists():
+        (out / (io.CHECKPOINT + ".npy")).replace(out / io.CHECKPOINT)
+    with pytest.raises(ValueError, match=message) as info:
+        _run(out, num_super_transitions=4, checkpoint_every=1, resume=True)
+    assert "allow_pickle" not in str(info.value)
+
+
+def _truncate(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def test_resume_with_a_config_missing_a_key_is_one_line(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main([*MANUAL, "--out", str(out)]) == 0
+    config = __import__("json").loads((out / io.CONFIG).read_text())
+    del config["cli"]["chains"]
+    io.write_json(out / io.CONFIG, config)
+    capsys.readouterr()
+    assert main(["resume", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "missing chains" in err and "Traceback" not in err
+
+
+def test_a_truncated_draws_file_is_one_line(tmp_path, capsys):
+    out = tmp_path / "run"
+    _run(out)
+    _truncate(out / io.DRAWS)
+    assert main(["summary", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "draws.nc' is damaged" in err and err.count("\n") == 1
+
+
+# 5. one clear line, never a traceback (exit 2); --debug shows it -------------------------
+
+def test_a_user_target_raising_anything_is_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "user_target_r13.py").write_text(
+        "def make():\n    raise RuntimeError('the data file is half written')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = [a if a != "gauss-2d-v1" else "user_target_r13:make" for a in MANUAL]
+    out = tmp_path / "never"
+    assert main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "RuntimeError: the data file is half written" in err
+    assert "Traceback" not in err and err.count("\n") == 1 and not out.exists()
+    assert main([*args, "--out", str(out), "--debug"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--seed", str(2**70)], "--seed must be"),
+    (["--inverse-mass", "BROKEN"], "damaged"),
+])
+def test_bad_values_are_one_line(tmp_path, capsys, extra, message):
+    broken = tmp_path / "m.npy"
+    np.save(broken, np.ones(2))
+    _truncate(broken)
+    extra = [str(broken) if e == "BROKEN" else e for e in extra]
+    assert main([*MANUAL, *extra, "--out", str(tmp_path / "never")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="needs permissions")
+def test_a_read_only_parent_folder_is_one_line(tmp_path, capsys):
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    parent.chmod(0o555)
+    try:
+        assert main([*MANUAL, "--out", str(parent / "run")]) == 2
+    finally:
+        parent.chmod(0o755)
+    err = capsys.readouterr().err
+    assert "PermissionError" in err and err.count("\n") == 1
+
+
+# 6. draws stream to disk; one copy in the run folder; the buffer cap holds -----------------
+
+def test_a_finished_run_folder_keeps_one_copy_of_the_draws(tmp_path):
+    out = tmp_path / "run"
+    on_disk = _run(out, num_super_transitions=5, checkpoint_every=2, num_warmup=1)
+    in_memory = _run(None, num_super_transitions=5, checkpoint_every=2, num_warmup=1)
+    assert not (out / io.CHUNKS).exists() and (out / io.DRAWS).exists()
+    np.testing.assert_array_equal(on_disk.idata.posterior.x.values,
+                                  in_memory.idata.posterior.x.values)
+    np.testing.assert_array_equal(on_disk.idata.warmup_sample_stats.lp.values,
+                                  in_memory.idata.warmup_sample_stats.lp.values)
+
+
+def test_a_stopped_run_holds_no_draws_in_memory(tmp_path):
+    from adaptmc.run import driver
+
+    seen = []
+    original = driver._checkpoint
+
+    def spy(setup, state, next_index):
+        original(setup, state, next_index)
+        seen.append(len(state.chunks) + len(state.pending))
+
+    driver._checkpoint = spy
+    try:
+        _run(tmp_path / "run", num_super_transitions=6, checkpoint_every=2)
+    finally:
+        driver._checkpoint = original
+    assert seen and max(seen) == 0
+
+
+def test_the_draw_buffer_cap_holds_after_rounding():
+    from adaptmc.run.loop import SuperTransitionLoop
+
+    big = make_target(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(1000))
+    # 24 MiB of draws wanted, a power of two above it is 32 MiB: fine; 200 MiB -> 256 MiB ok
+    loop = SuperTransitionLoop(big, hmc, 4, max_kept=5000)
+    assert loop.bytes_per_draw * loop.capacity(5000) <= loop.MAX_BUFFER_BYTES
+    # 160 MiB of draws: rounding would make 256 MiB + ... over the cap -> exact size instead
+    loop = SuperTransitionLoop(big, hmc, 4, max_kept=5243)
+    for kept in (1, 5243, 9000, 20000):
+        capacity = loop.capacity(kept)
+        assert capacity >= kept
+        assert loop.bytes_per_draw * capacity <= max(loop.MAX_BUFFER_BYTES,
+                                                     loop.bytes_per_draw * kept)

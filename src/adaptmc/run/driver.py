@@ -169,6 +169,8 @@ def run(
         target, kernel, params, tuner, num_super_transitions, gradient_budget, num_chains,
         num_warmup, checkpoint_every, thin,
     )
+    if int(seed) != seed or not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be an integer in [0, 2**63), got {seed}")
     key_init, key_run = jax.random.split(jax.random.key(seed))
     positions = _initial_positions(target, num_chains, initial_positions, init_jitter, key_init)
     _check_adapt_until(adapt_until, num_super_transitions)
