@@ -326,3 +326,57 @@ def test_the_draw_buffer_cap_holds_after_rounding():
         assert capacity >= kept
         assert loop.bytes_per_draw * capacity <= max(loop.MAX_BUFFER_BYTES,
                                                      loop.bytes_per_draw * kept)
+
+
+# 7. a failing bench cell is recorded; caches know the target's definition ----------------
+
+def test_a_failing_bench_cell_is_recorded_and_the_others_finish(tmp_path, monkeypatch):
+    from adaptmc import bench
+    from adaptmc.bench.samplers import SAMPLERS
+
+    def boom(target, seed, config):
+        raise RuntimeError("worker ran out of patience")
+
+    monkeypatch.setitem(SAMPLERS, "boom", boom)
+    config = bench.BenchConfig(num_chains=2, num_warmup=20, num_samples=40)
+    cells = [bench.Cell("std-normal-10d", "boom", 0),
+             bench.Cell("std-normal-10d", "blackjax-nuts", 0)]
+    results = bench.run_cells(cells, config, tmp_path / "bench", retries=1)
+    assert results[0]["failed"] and "RuntimeError: worker ran out" in results[0]["error"]
+    assert results[1]["min_ess"] > 0
+    bench.write_report(results, tmp_path / "bench", "adaptmc bench")
+    text = (tmp_path / "bench" / "results.md").read_text()
+    assert "Failed cells" in text and "worker ran out of patience" in text
+    assert "| std-normal-10d | blackjax-nuts" in text
+    assert not (tmp_path / "bench" / "cells" / f"{cells[0].key}.json").exists()
+
+
+def test_a_cached_cell_of_an_edited_target_is_computed_again(tmp_path):
+    from dataclasses import asdict
+
+    from adaptmc import bench
+
+    config = bench.BenchConfig(num_chains=2, num_warmup=20, num_samples=40)
+    cell = bench.Cell("std-normal-10d", "blackjax-nuts", 0)
+    (tmp_path / "cells").mkdir()
+    stale = {"cell": cell._asdict(), "key": cell.key, "config": asdict(config),
+             "target_digest": "from-an-older-target", "min_ess": -1.0}
+    io.write_json(tmp_path / "cells" / f"{cell.key}.json", stale)
+    logged = []
+    (result,) = bench.run_cells([cell], config, tmp_path, log=logged.append)
+    assert not any(line.startswith("cached") for line in logged)
+    assert result["min_ess"] > 0 and result["target_digest"] != "from-an-older-target"
+    (again,) = bench.run_cells([cell], config, tmp_path, log=logged.append)
+    assert any(line.startswith("cached") for line in logged)
+
+
+def test_a_cached_reference_of_an_edited_target_is_not_reused(tmp_path):
+    from adaptmc.bench import references
+    from adaptmc.targets import gaussian
+
+    kwargs = dict(num_chains=4, num_warmup=200, num_draws=500, seed=1, directory=tmp_path)
+    first = references.nuts_reference(gaussian(np.zeros(2), np.ones(2), name="g"), **kwargs)
+    edited = references.nuts_reference(gaussian(np.full(2, 3.0), np.ones(2), name="g"),
+                                       **kwargs)
+    assert len(list(tmp_path.glob("reference-g-*.json"))) == 2
+    assert np.all(np.abs(edited.mean - first.mean) > 2)

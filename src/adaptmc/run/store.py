@@ -46,10 +46,10 @@ def fingerprint(target, kernel, params, tuner, num_super_transitions, gradient_b
     }
 
 
-def target_digest(target) -> str:
+def target_digest(target, digits: int = 10) -> str:
     """A hash of the target's log density and gradient at a fixed probe point near its
-    initial position (so an edited model or changed data is another run), to 10 significant
-    digits (robust to the last bits of floating point)."""
+    initial position (so an edited model or changed data is another run), to ``digits``
+    significant digits (robust to the last bits of floating point)."""
     import hashlib
 
     x0 = np.asarray(target.initial_position, dtype=float)
@@ -57,7 +57,7 @@ def target_digest(target) -> str:
     value, grad = jax.value_and_grad(target.logdensity)(
         jnp.asarray(probe, dtype=target.initial_position.dtype))
     numbers = np.concatenate([[float(value)], np.ravel(np.asarray(grad, dtype=float))])
-    text = ",".join(f"{v:.10g}" for v in numbers)
+    text = ",".join(f"{v:.{digits}g}" for v in numbers)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
