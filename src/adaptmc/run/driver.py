@@ -31,7 +31,7 @@ import numpy as np
 from adaptmc import io
 from adaptmc.kernels.base import Kernel
 from adaptmc.run import callbacks, store
-from adaptmc.run.idata import to_inference_data
+from adaptmc.run.idata import summary_in_blocks, to_inference_data
 from adaptmc.run.loop import SuperTransitionLoop
 from adaptmc.targets.base import Target, check_position
 from adaptmc.tuners.base import Tuner
@@ -365,9 +365,11 @@ def _finish(setup: _Setup, state: _Progress, loop, started: float, seed: int) ->
             **setup.attrs,
         },
     )
-    _describe_tuning(setup, state, idata)
-    if setup.run_dir is not None:
-        idata = store.write_draws(setup.run_dir, idata)
+    if setup.run_dir is None:
+        _describe_tuning(setup, state, idata)
+    else:  # draws to disk first (one chunk in memory), then the summary block by block
+        idata = store.write_draws(setup.run_dir, idata,
+                                  describe=lambda lazy: _describe_tuning(setup, state, lazy))
     return RunResult(idata, state.total_grads, wall, loop.compile_s, setup.run_dir)
 
 
@@ -391,7 +393,8 @@ def _describe_tuning(setup: _Setup, state: _Progress, idata) -> None:
             found = box_from_config(config["box"])
             box = {n: (lo, hi) for n, lo, hi in zip(found.names, found.lower, found.upper,
                                                       strict=True)}
-    idata.attrs["warnings"] = json.dumps(convergence_warnings(idata, box=box))
+    table = summary_in_blocks(idata)
+    idata.attrs["warnings"] = json.dumps(convergence_warnings(idata, table, box=box))
 
 
 def _with_proposal(kernel: Kernel, params: Any, proposal: dict, dim: int) -> Any:

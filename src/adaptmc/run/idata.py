@@ -157,3 +157,26 @@ def _chunk_column(path: str, key: str) -> np.ndarray:
     from adaptmc.io import load_npz_member
 
     return load_npz_member(path, key)
+
+
+def summary_in_blocks(idata, max_bytes: int = 2**25):
+    """`adaptmc.diagnostics.summary_table` of the posterior, computed a few coordinates at a
+    time (at most ``max_bytes`` of draws in memory), so a lazily read InferenceData (a run
+    folder's ``draws.nc``) is never loaded whole."""
+    import pandas as pd
+
+    from adaptmc.diagnostics import summary_table
+
+    tables = []
+    for name, value in idata.posterior.data_vars.items():
+        event = value.shape[2:]
+        flat = value.data.reshape(value.shape[0], value.shape[1], -1) if event else \
+            value.data[..., None]
+        names = [name] if event == () else \
+            [f"{name}[{','.join(map(str, i))}]" for i in np.ndindex(*event)]
+        per_column = max(1, value.shape[0] * value.shape[1] * 8)
+        step = max(1, max_bytes // per_column)
+        for start in range(0, len(names), step):
+            block = np.asarray(flat[..., start:start + step], dtype=float)
+            tables.append(summary_table(block, names[start:start + step]))
+    return pd.concat(tables)

@@ -195,23 +195,62 @@ def merge_chunks(chunks: list[dict]) -> dict:
     return {k: np.concatenate([c[k] for c in chunks], axis=1) for k in chunks[0]}
 
 
-def write_draws(run_dir: Path, idata):
-    """Write the InferenceData to ``draws.nc`` atomically, block by block when its arrays
-    are Dask arrays over the chunk files (one chunk in memory at a time), then delete the
-    chunks (the run folder keeps one copy of the draws) and return the InferenceData read
-    back lazily from ``draws.nc``."""
+def write_draws(run_dir: Path, idata, describe=None):
+    """Write the InferenceData to ``draws.nc`` atomically and return it read back lazily.
+
+    Its arrays may be Dask arrays over the chunk files: they are written block by block
+    (one chunk in memory at a time), the posterior stored in HDF5 chunks of a few
+    coordinates so that ``describe(lazy_idata)`` (which may set attributes of the root and
+    of the tuning group: the summary, computed a few coordinates at a time) reads no more
+    than it needs; then the chunk files are deleted (the run folder keeps one copy)."""
     import shutil
     import warnings
 
     import dask
+    import h5netcdf
 
     tmp = run_dir / (io.DRAWS + ".tmp")
+    tmp.unlink(missing_ok=True)
+    groups = [g for g in idata.groups() if g != "tuning"]
     with dask.config.set(scheduler="synchronous"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        idata.to_netcdf(str(tmp), engine="h5netcdf")
+        for group in groups:
+            dataset = idata[group]
+            encoding = {name: {"chunksizes": _hdf5_chunks(var.shape, var.dtype.itemsize)}
+                        for name, var in dataset.data_vars.items() if var.ndim >= 2}
+            dataset.to_netcdf(str(tmp), mode="a" if tmp.exists() else "w", group=group,
+                              engine="h5netcdf", encoding=encoding)
+        lazy = _open_groups(tmp, groups)
+        lazy.add_groups({"tuning": idata.tuning})
+        lazy.attrs.update(idata.attrs)
+        if describe is not None:
+            describe(lazy)
+        for group in groups:
+            lazy[group].close()
+        lazy.tuning.to_netcdf(str(tmp), mode="a", group="tuning", engine="h5netcdf")
+        with h5netcdf.File(str(tmp), "a") as handle:
+            for key, value in lazy.attrs.items():
+                handle.attrs[key] = value
     tmp.replace(run_dir / io.DRAWS)
     shutil.rmtree(run_dir / io.CHUNKS, ignore_errors=True)
     return read_draws(run_dir)
+
+
+def _hdf5_chunks(shape: tuple, itemsize: int) -> tuple:
+    """HDF5 chunks of about 4 MiB over ``(chain, draw, ...)``: every chain, as many draws as
+    fit with at most 64 coordinates of the rest, so one coordinate's chains are a few reads."""
+    rest = tuple(min(n, 64) if i == 0 else min(n, 1) for i, n in enumerate(shape[2:]))
+    per_draw = shape[0] * itemsize * int(np.prod(rest, dtype=int))
+    draws = int(max(1, min(shape[1], 2**22 // max(per_draw, 1))))
+    return (shape[0], draws, *rest)
+
+
+def _open_groups(path: Path, groups: list[str]):
+    import arviz as az
+    import xarray as xr
+
+    return az.InferenceData(**{g: xr.open_dataset(str(path), group=g, engine="h5netcdf")
+                               for g in groups})
 
 
 def read_draws(run_dir: Path):
