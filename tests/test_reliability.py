@@ -380,3 +380,20 @@ def test_a_cached_reference_of_an_edited_target_is_not_reused(tmp_path):
                                        **kwargs)
     assert len(list(tmp_path.glob("reference-g-*.json"))) == 2
     assert np.all(np.abs(edited.mean - first.mean) > 2)
+
+
+def test_the_summary_in_blocks_matches_the_whole_summary():
+    import warnings
+
+    from adaptmc.diagnostics import posterior_array, summary_table
+    from adaptmc.run.idata import summary_in_blocks
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import arviz as az
+    x = np.random.default_rng(13).normal(size=(2, 50, 3, 2))
+    idata = az.from_dict(posterior={"a": x, "b": x[..., 0, 0], "c": x[..., 0]})
+    blocks = summary_in_blocks(idata, max_bytes=1000)
+    whole = summary_table(*posterior_array(idata))
+    assert list(blocks.index) == list(whole.index)
+    np.testing.assert_allclose(blocks.values, whole.values)

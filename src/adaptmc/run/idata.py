@@ -169,14 +169,18 @@ def summary_in_blocks(idata, max_bytes: int = 2**25):
 
     tables = []
     for name, value in idata.posterior.data_vars.items():
-        event = value.shape[2:]
-        flat = value.data.reshape(value.shape[0], value.shape[1], -1) if event else \
-            value.data[..., None]
-        names = [name] if event == () else \
-            [f"{name}[{','.join(map(str, i))}]" for i in np.ndindex(*event)]
-        per_column = max(1, value.shape[0] * value.shape[1] * 8)
-        step = max(1, max_bytes // per_column)
-        for start in range(0, len(names), step):
-            block = np.asarray(flat[..., start:start + step], dtype=float)
-            tables.append(summary_table(block, names[start:start + step]))
+        num_draws = value.shape[0] * value.shape[1]
+        if value.ndim == 2:
+            tables.append(summary_table(np.asarray(value.values, float)[..., None], [name]))
+            continue
+        # slice along the first event axis, lazily (``.data`` would read the whole array)
+        first, rest = value.dims[2], value.shape[3:]
+        per_index = max(1, num_draws * int(np.prod(rest, dtype=int)) * 8)
+        step = max(1, max_bytes // per_index)
+        for start in range(0, value.shape[2], step):
+            block = value.isel({first: slice(start, start + step)}).values
+            block = np.asarray(block, dtype=float).reshape(*value.shape[:2], -1)
+            names = [f"{name}[{','.join(map(str, (start + i[0], *i[1:])))}]"
+                     for i in np.ndindex(block.shape[2] // max(int(np.prod(rest)), 1), *rest)]
+            tables.append(summary_table(block, names))
     return pd.concat(tables)
