@@ -15,7 +15,6 @@ Layout of a run folder::
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -186,9 +185,20 @@ def json_default(obj):
 
 
 def atomic_savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    buffer = io.BytesIO()
-    np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
-    atomic_write_bytes(path, buffer.getvalue())
+    """``np.savez`` to a temporary file in the same folder, then ``os.replace`` (written
+    straight to disk: no second copy of the arrays in memory)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **{k: np.asarray(v) for k, v in arrays.items()})
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def load_npz(path: Path) -> dict[str, np.ndarray]:

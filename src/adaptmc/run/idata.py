@@ -177,6 +177,7 @@ def summary_in_blocks(idata, max_bytes: int = 2**25):
         first, rest = value.dims[2], value.shape[3:]
         per_index = max(1, num_draws * int(np.prod(rest, dtype=int)) * 8)
         step = max(1, max_bytes // per_index)
+        step -= step % 8 if step >= 8 else 0  # whole HDF5 chunks (`store._hdf5_chunks`)
         for start in range(0, value.shape[2], step):
             block = value.isel({first: slice(start, start + step)}).values
             block = np.asarray(block, dtype=float).reshape(*value.shape[:2], -1)

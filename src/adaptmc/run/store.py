@@ -216,7 +216,7 @@ def write_draws(run_dir: Path, idata, describe=None):
         warnings.simplefilter("ignore")
         for group in groups:
             dataset = idata[group]
-            encoding = {name: {"chunksizes": _hdf5_chunks(var.shape, var.dtype.itemsize)}
+            encoding = {name: {"chunksizes": _hdf5_chunks(var)}
                         for name, var in dataset.data_vars.items() if var.ndim >= 2}
             dataset.to_netcdf(str(tmp), mode="a" if tmp.exists() else "w", group=group,
                               engine="h5netcdf", encoding=encoding)
@@ -236,12 +236,16 @@ def write_draws(run_dir: Path, idata, describe=None):
     return read_draws(run_dir)
 
 
-def _hdf5_chunks(shape: tuple, itemsize: int) -> tuple:
-    """HDF5 chunks of about 4 MiB over ``(chain, draw, ...)``: every chain, as many draws as
-    fit with at most 64 coordinates of the rest, so one coordinate's chains are a few reads."""
-    rest = tuple(min(n, 64) if i == 0 else min(n, 1) for i, n in enumerate(shape[2:]))
+def _hdf5_chunks(var) -> tuple:
+    """HDF5 chunks over ``(chain, draw, ...)``: every chain, the draws of one Dask block (a
+    checkpoint's chunk: each is written once, whole) at most about 4 MiB, and 8 coordinates
+    of the first event axis, so `adaptmc.run.idata.summary_in_blocks` reads only what it
+    summarises."""
+    shape, itemsize = var.shape, var.dtype.itemsize
+    rest = tuple(min(n, 8) if i == 0 else min(n, 1) for i, n in enumerate(shape[2:]))
     per_draw = shape[0] * itemsize * int(np.prod(rest, dtype=int))
-    draws = int(max(1, min(shape[1], 2**22 // max(per_draw, 1))))
+    block = var.chunks[1][0] if var.chunks else shape[1]
+    draws = int(max(1, min(block, 2**22 // max(per_draw, 1))))
     return (shape[0], draws, *rest)
 
 
