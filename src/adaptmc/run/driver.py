@@ -17,7 +17,6 @@ resumed from a checkpoint makes exactly the draws of an uninterrupted one.
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ import numpy as np
 
 from adaptmc import io
 from adaptmc.kernels.base import Kernel
-from adaptmc.run import callbacks, store
+from adaptmc.run import callbacks, checks, store
 from adaptmc.run.idata import summary_in_blocks, to_inference_data
 from adaptmc.run.loop import SuperTransitionLoop
 from adaptmc.targets.base import Target, check_position
@@ -173,9 +172,9 @@ def run(
         raise ValueError(f"seed must be an integer in [0, 2**63), got {seed}")
     key_init, key_run = jax.random.split(jax.random.key(seed))
     positions = _initial_positions(target, num_chains, initial_positions, init_jitter, key_init)
-    _check_adapt_until(adapt_until, num_super_transitions)
-    check_objective(objective, num_chains, target.dim, kernel.cost(params))
-    check_tuner(tuner, kernel, params, target.dim, gradient_budget, thin)
+    checks.check_adapt_until(adapt_until, num_super_transitions)
+    checks.check_objective(objective, num_chains, target.dim, kernel.cost(params))
+    checks.check_tuner(tuner, kernel, params, target.dim, gradient_budget, thin)
     fingerprint = store.fingerprint(
         target, kernel, params, tuner, num_super_transitions, gradient_budget, num_chains,
         num_warmup, adapt_until, seed, thin, objective,
@@ -282,7 +281,7 @@ def _super_transition(setup: _Setup, state: _Progress, loop, index: int):
     else:
         state.frozen = tuner.best(state.tuner_state) if state.frozen is None else state.frozen
         proposal = state.frozen
-    step_params = _with_proposal(kernel, setup.params, proposal, setup.target.dim)
+    step_params = checks.with_proposal(kernel, setup.params, proposal, setup.target.dim)
     tuner_s = time.perf_counter() - tick
 
     num_steps = setup.gradient_budget // kernel.cost(step_params)
@@ -397,84 +396,10 @@ def _describe_tuning(setup: _Setup, state: _Progress, idata) -> None:
     idata.attrs["warnings"] = json.dumps(convergence_warnings(idata, table, box=box))
 
 
-def _with_proposal(kernel: Kernel, params: Any, proposal: dict, dim: int) -> Any:
-    """``params`` with the tuner's proposal, integer tunables rounded, checked."""
-    unknown = set(proposal) - set(kernel.Params._fields)
-    if unknown:
-        raise ValueError(f"tuner proposed unknown parameters {sorted(unknown)} for {kernel.name}")
-    proposal = dict(proposal)
-    for tunable in kernel.tunables:
-        if tunable.integer and tunable.name in proposal:
-            proposal[tunable.name] = int(round(proposal[tunable.name]))
-    new = params._replace(**proposal)
-    kernel.check_params(new, dim=dim)
-    return new
-
-
 def _empty_record(tuner: Tuner) -> dict[str, list]:
     record = {f"param/{name}": [] for name in tuner.names}
     record.update({name: [] for name in RECORD_FIELDS})
     return record
-
-
-def _check_adapt_until(adapt_until, num_super_transitions: int) -> None:
-    if adapt_until is None:
-        return
-    if int(adapt_until) != adapt_until or not 0 <= adapt_until <= num_super_transitions:
-        raise ValueError(f"adapt_until must be an integer in [0, {num_super_transitions}] (the "
-                         f"run's super-transitions), got {adapt_until}")
-
-
-def check_objective(objective, num_chains: int, dim: int, step_cost: int) -> None:
-    """Call ``objective`` once on a probe (zeros of shape ``(num_chains, 4, dim)``, zero
-    statistics), before anything is written: an objective that raises or returns no number
-    is one clear `ValueError` naming it."""
-    if objective is None:
-        return
-    name = getattr(objective, "__name__", repr(objective))
-    positions = np.zeros((num_chains, 4, dim))
-    positions[:, 1::2] = 1.0  # something moved, so a reward is defined
-    stats = {k: np.zeros((num_chains, 4)) for k in
-             ("acceptance_rate", "accepted", "is_divergent", "energy_error", "num_grads")}
-    stats["acceptance_rate"][:] = 1.0
-    stats["accepted"][:] = 1.0
-    try:
-        float(objective(positions, stats, 4 * step_cost * num_chains))
-    except Exception as err:  # noqa: BLE001 - user code: any failure is the user's to see
-        raise ValueError(f"objective {name!r} failed on a probe of shape {positions.shape}: "
-                         f"{type(err).__name__}: {err}") from err
-
-
-def check_tuner(tuner: Tuner, kernel: Kernel, params, dim: int, gradient_budget: int,
-                thin: int) -> None:
-    """Before anything is written: the tuner's first proposal and every corner of its box
-    (`Tuner.describe`) must be valid parameters whose step leaves at least one kept draw in
-    a super-transition of ``gradient_budget`` gradients."""
-    from adaptmc.tuners.describe import box_from_config, innermost
-
-    key = jax.random.key(0)
-    state = tuner.init(key)
-    settings = [("its first proposal", tuner.propose(key, state)[0])]
-    config = innermost(tuner.describe(state)) if tuner.describe is not None else None
-    if config is not None and "box" in config:
-        box = box_from_config(config["box"])
-        for corner in itertools.product(*zip(box.lower, box.upper, strict=True)):
-            where = ", ".join(f"{n}={float(v):g}" for n, v in zip(box.names, corner,
-                                                                   strict=True))
-            settings.append((f"its box corner ({where})",
-                             dict(zip(box.names, corner, strict=True))))
-    for label, proposal in settings:
-        proposal = {k: v for k, v in proposal.items() if k in kernel.Params._fields}
-        try:
-            step_params = _with_proposal(kernel, params, proposal, dim)
-        except ValueError as err:
-            raise ValueError(f"tuner {tuner.name!r}: {label} is not valid: {err}") from None
-        cost = kernel.cost(step_params)
-        if cost * thin > gradient_budget:
-            raise ValueError(
-                f"tuner {tuner.name!r}: at {label} one step costs {cost} gradients (thin "
-                f"{thin}), more than the budget of {gradient_budget} per super-transition: "
-                "raise the budget or narrow the box")
 
 
 def _check_run_args(target, kernel, params, tuner, num_super_transitions, gradient_budget,
