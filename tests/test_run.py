@@ -236,9 +236,10 @@ def test_existing_output_folder_is_refused_and_kept(tmp_path):
         run(TARGET, hmc, HMCParams(), num_super_transitions=2, gradient_budget=50,
             num_chains=1, progress=False, output_dir=out)
     assert (out / "precious.txt").read_text() == "keep me"
-    run(TARGET, hmc, HMCParams(), num_super_transitions=2, gradient_budget=50, num_chains=1,
-        progress=False, output_dir=out, force=True)
-    assert not (out / "precious.txt").exists() and (out / "draws.nc").exists()
+    with pytest.raises(FileExistsError, match="not written by adaptmc"):  # issue 13
+        run(TARGET, hmc, HMCParams(), num_super_transitions=2, gradient_budget=50,
+            num_chains=1, progress=False, output_dir=out, force=True)
+    assert (out / "precious.txt").read_text() == "keep me"
 
 
 def test_nan_in_data_is_refused():

@@ -17,32 +17,45 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="adaptmc", description="Self-tuning MCMC: HMC, MALA and RWM with online tuners."
     )
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show the traceback of an error")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sample = sub.add_parser("sample", help="run chains on a target and write a run folder")
+    def add(name, **kwargs):
+        return sub.add_parser(name, parents=[debug], **kwargs)
+
+    sample = add("sample", help="run chains on a target and write a run folder")
     add_sample_arguments(sample)
 
-    resume = sub.add_parser("resume", help="continue a checkpointed run folder")
+    resume = add("resume", help="continue a checkpointed run folder")
     resume.add_argument("run_dir")
     resume.add_argument("--no-progress", action="store_true")
+    resume.add_argument("--trust-code", action="store_true",
+                        help="import the module:function the run folder's config.json names "
+                             "(code from a folder you received can do anything)")
+    resume.add_argument("--target", default=None, metavar="MODULE:FUNCTION",
+                        help="confirm the run's module:function target by naming it")
+    resume.add_argument("--objective", default=None, metavar="MODULE:FUNCTION",
+                        help="confirm the run's module:function objective by naming it")
 
-    summ = sub.add_parser("summary", help="print the summary of a finished run folder")
+    summ = add("summary", help="print the summary of a finished run folder")
     summ.add_argument("run_dir")
     summ.add_argument("--rows", type=int, default=12, help="parameters to show")
 
-    targets = sub.add_parser("targets", help="list the built-in targets")
-    del targets
+    add("targets", help="list the built-in targets")
 
     from adaptmc.experiments import EXPERIMENTS
 
-    repro = sub.add_parser("reproduce", help="regenerate a published table or figure")
+    repro = add("reproduce", help="regenerate a published table or figure")
     repro.add_argument("experiment", choices=sorted(EXPERIMENTS))
     repro.add_argument("--out", default=None, help="output folder (default runs/<experiment>)")
     repro.add_argument("--quick", action="store_true", help="a small version for CI and demos")
     repro.add_argument("--force", action="store_true", help="overwrite the output folder")
     repro.add_argument("--seed", type=int, default=0)
 
-    bench = sub.add_parser("bench", help="benchmark matrix: targets x samplers x seeds")
+    bench = add("bench", help="benchmark matrix: targets x samplers x seeds")
     add_bench_arguments(bench)
     return parser
 
@@ -222,7 +235,14 @@ def _inverse_mass(text: str):
         path = Path(text)
         if not path.is_file():
             raise ValueError(f"--inverse-mass {text!r}: no such file") from None
-        return np.load(path, allow_pickle=False)
+        from adaptmc.io import load_npy
+
+        inverse_mass = load_npy(path)
+        if not np.issubdtype(inverse_mass.dtype, np.floating) \
+                and not np.issubdtype(inverse_mass.dtype, np.integer):
+            raise ValueError(f"--inverse-mass {text!r}: expected real numbers, got "
+                             f"{inverse_mass.dtype}") from None
+        return inverse_mass
 
 
 def _number(text: str):
@@ -239,6 +259,8 @@ def cmd_sample(args, resume: bool = False) -> int:
     from adaptmc.recipes import build
     from adaptmc.targets import get_target
 
+    if not 0 <= args.seed < 2**63:
+        raise ValueError(f"--seed must be an integer in [0, 2**63), got {args.seed}")
     if not resume:
         from adaptmc.io import prepare_output_dir
 
@@ -267,24 +289,47 @@ def cmd_sample(args, resume: bool = False) -> int:
     return 0
 
 
+# the options of `adaptmc sample` a run folder's config.json must record to be resumed
+RESUME_KEYS = ("target", "recipe", "seed", "chains", "thin", "checkpoint_every", "float32")
+
+
 def cmd_resume(args) -> int:
-    config_path = Path(args.run_dir) / "config.json"
-    if not config_path.is_file():
-        raise FileNotFoundError(f"{args.run_dir!r} holds no run to resume (no config.json)")
-    saved = json.loads(config_path.read_text()).get("cli")
+    """Continue the run in ``args.run_dir`` with the options its ``config.json`` recorded.
+    Nothing the folder names is imported before it is checked: a ``module:function`` target
+    or objective needs ``--trust-code``, or the user naming it (``--target``,
+    ``--objective``)."""
+    from adaptmc.run.store import read_config
+
+    saved = read_config(Path(args.run_dir)).get("cli")
     if saved is None:
         raise ValueError(f"{args.run_dir!r} was not started from the command line; resume it "
                          "from Python with run(..., resume=True)")
-    sample_args = argparse.Namespace(**{"recipe": "manual", **saved})
+    if not isinstance(saved, dict):
+        raise ValueError(f"{args.run_dir!r}: config.json is damaged ('cli' is not a mapping)")
+    missing = [k for k in RESUME_KEYS if k not in saved]
+    if missing:
+        raise ValueError(f"{args.run_dir!r}: config.json is damaged (missing "
+                         f"{', '.join(missing)}); it cannot say what run to continue")
+    for option in ("target", "objective"):
+        spec = saved.get(option)
+        if isinstance(spec, str) and ":" in spec and not args.trust_code \
+                and getattr(args, option, None) != spec:
+            raise ValueError(
+                f"{args.run_dir!r} names user code as its {option} ({spec!r}), which is not "
+                f"imported unless you confirm: pass --{option} {spec} (a module importable "
+                "from your environment) or --trust-code (code shipped in a folder you "
+                "received can do anything)")
+    defaults = vars(build_parser().parse_args(["sample", "--target", "x", "--out", "x"]))
+    sample_args = argparse.Namespace(**{**defaults, **saved})
     sample_args.out = args.run_dir
     sample_args.no_progress = args.no_progress
+    sample_args.force = False
     return cmd_sample(sample_args, resume=True)
 
 
 def cmd_summary(args) -> int:
-    import warnings
-
     from adaptmc.diagnostics import format_summary
+    from adaptmc.run.store import read_draws
 
     path = Path(args.run_dir) / "draws.nc"
     if not path.is_file():
@@ -292,12 +337,7 @@ def cmd_summary(args) -> int:
             f"{str(path)!r} not found: the run has not finished (try `adaptmc resume "
             f"{args.run_dir}`)"
         )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import arviz as az
-
-        idata = az.from_netcdf(str(path))
-    print(format_summary(idata, max_rows=args.rows))
+    print(format_summary(read_draws(Path(args.run_dir)), max_rows=args.rows))
     return 0
 
 
@@ -352,18 +392,34 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parse and run one command. The one exception boundary: any error (from the options,
+    the user's target or objective, data files, the file system) is one line with its cause
+    and exit status 2; ``--debug`` shows the traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (ValueError, FileExistsError, FileNotFoundError, TypeError) as err:
-        print(f"adaptmc {args.command}: error: {err}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("\ninterrupted; resume with `adaptmc resume RUN_DIR`", file=sys.stderr)
         return 130
+    except Exception as err:  # noqa: BLE001 - the boundary: every error becomes one line
+        if getattr(args, "debug", False):
+            import traceback
+
+            traceback.print_exc()
+        print(f"adaptmc {args.command}: error: {error_line(err)}", file=sys.stderr)
+        return 2
+
+
+def error_line(err: BaseException) -> str:
+    """One line saying what went wrong: the message of the errors adaptmc raises on purpose,
+    the exception's type and message for anything else (the user's code, a library)."""
+    text = " ".join(str(err).split()) or "(no message)"
+    if isinstance(err, FileExistsError | FileNotFoundError | ValueError | TypeError) and \
+            type(err).__module__ == "builtins" and not isinstance(err, UnicodeError):
+        return text
+    return f"{type(err).__name__}: {text} (--debug shows the traceback)"
 
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -15,11 +15,11 @@ Layout of a run folder::
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -32,24 +32,126 @@ DRAWS = "draws.nc"
 CHUNKS = "chunks"
 
 
+MARKER = ".adaptmc"  # written in every folder adaptmc creates: what --force may replace
+# what a run folder holds; anything else in one is a foreign file --force will not delete
+RUN_ENTRIES = {MARKER, CONFIG, CHECKPOINT, CHUNKS, DRAWS, "summary.txt"}
+RUN_SUFFIXES = (".png", ".pdf", ".svg", ".tmp")
+
+
 def prepare_output_dir(path: str | os.PathLike, force: bool = False) -> Path:
-    """Raise `FileExistsError` if ``path`` exists and is not empty (unless ``force``, which
-    empties it). Creates nothing: call `create_output_dir` once every check has passed."""
+    """Check that ``path`` may be written: absent or empty, or (``force``) an adaptmc output
+    folder that `replace_refusal` allows replacing. Creates and deletes nothing: call
+    `create_output_dir` once every other check has passed.
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` is a file, or a non-empty folder without ``force`` (the message says what
+        ``force`` would delete), or one ``force`` may not replace (the message says why).
+    """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise FileExistsError(f"output path {str(path)!r} exists and is not a folder")
-    if path.exists() and any(path.iterdir()) and not force:
+    if not path.exists() or not any(path.iterdir()):
+        return path
+    refusal = replace_refusal(path)
+    if refusal is not None:
+        raise FileExistsError(f"output folder {str(path)!r} already exists and {refusal}; "
+                              "choose another output folder")
+    if not force:
         raise FileExistsError(
-            f"output folder {str(path)!r} already exists; pass --force (force=True) to "
-            "overwrite it, or `adaptmc resume DIR` (resume=True) to continue its run"
+            f"output folder {str(path)!r} already exists; --force (force=True) would delete "
+            f"it and everything in it ({_describe_entries(path)}); `adaptmc resume DIR` "
+            "(resume=True) continues its run"
         )
     return path
 
 
-def create_output_dir(path: Path, force: bool = False) -> None:
-    if force and path.exists():
-        shutil.rmtree(path)
-    (path / CHUNKS).mkdir(parents=True, exist_ok=True)
+def replace_refusal(path: Path) -> str | None:
+    """Why ``force`` may not replace the existing folder ``path`` (None: it may): it is the
+    current folder or holds it, or the home or root folder; it has no adaptmc marker (or, for
+    folders written before markers, a run's ``config.json``); a run folder holds files a run
+    does not write."""
+    resolved = path.resolve()
+    cwd = Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents:
+        return "is the current folder or one of its parents, which --force never deletes"
+    if resolved in (Path.home().resolve(), Path(resolved.anchor)):
+        return "is the home or root folder, which --force never deletes"
+    kind = _output_kind(path)
+    if kind is None:
+        return (f"was not written by adaptmc (no {MARKER} marker or run config.json), so "
+                "--force will not delete it")
+    if kind == "run":
+        foreign = sorted(e.name for e in path.iterdir() if e.name not in RUN_ENTRIES
+                         and not e.name.endswith(RUN_SUFFIXES) and not e.name.startswith("."))
+        if foreign:
+            return (f"holds files an adaptmc run does not write ({', '.join(foreign[:5])}), "
+                    "so --force will not delete it")
+    return None
+
+
+def _output_kind(path: Path) -> str | None:
+    """``"run"``, another kind recorded in the marker, or None (not adaptmc's)."""
+    marker = path / MARKER
+    if marker.is_file():
+        try:
+            return str(json.loads(marker.read_text()).get("kind", "output"))
+        except (ValueError, OSError, AttributeError):
+            return "output"
+    config = path / CONFIG
+    if config.is_file():
+        try:
+            return "run" if "fingerprint" in json.loads(config.read_text()) else None
+        except (ValueError, OSError, TypeError):
+            return None
+    return None
+
+
+def _describe_entries(path: Path) -> str:
+    entries = sorted(e.name + ("/" if e.is_dir() else "") for e in path.iterdir())
+    more = f", ... {len(entries) - 8} more" if len(entries) > 8 else ""
+    return f"{len(entries)} entries: {', '.join(entries[:8])}{more}"
+
+
+def create_output_dir(path: str | os.PathLike, force: bool = False, kind: str = "output",
+                      populate=None) -> Path:
+    """Create the output folder ``path`` (checked again with `prepare_output_dir`), with its
+    marker and what ``populate(folder)`` writes, all in a temporary sibling renamed into
+    place; with ``force`` an existing adaptmc folder is replaced only at that rename (moved
+    aside first, then deleted). An existing empty folder is filled in place."""
+    path = prepare_output_dir(path, force=force)
+    if path.is_dir():
+        if not any(path.iterdir()):
+            _fill(path, kind, populate)
+            return path
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.new-"))
+        try:
+            _fill(tmp, kind, populate)
+            trash = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.old-"))
+            os.replace(path, trash / path.name)
+            os.replace(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        shutil.rmtree(trash, ignore_errors=True)
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.new-"))
+    try:
+        _fill(tmp, kind, populate)
+        os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _fill(folder: Path, kind: str, populate) -> None:
+    folder.chmod(0o755)  # mkdtemp's folders are private; an output folder is not
+    (folder / MARKER).write_text(json.dumps({"kind": kind}) + "\n")
+    if populate is not None:
+        populate(folder)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -83,14 +185,90 @@ def json_default(obj):
 
 
 def atomic_savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    buffer = io.BytesIO()
-    np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
-    atomic_write_bytes(path, buffer.getvalue())
+    """``np.savez`` to a temporary file in the same folder, then ``os.replace`` (written
+    straight to disk: no second copy of the arrays in memory)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **{k: np.asarray(v) for k, v in arrays.items()})
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def load_npz(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as data:
-        return {k: data[k] for k in data.files}
+    """The arrays of an ``.npz`` file, never unpickled; a damaged or truncated file (or one
+    holding objects) is a `ValueError` saying so (numpy's advice to allow pickle is never
+    passed on)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{str(path)!r} is damaged or not an adaptmc array file "
+                         f"({describe_error(err)})") from None
+
+
+def load_npz_member(path: str | os.PathLike, name: str) -> np.ndarray:
+    """One array of an ``.npz`` file (the others are not read)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return data[name]
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{str(path)!r} is damaged or not an adaptmc array file "
+                         f"({describe_error(err)})") from None
+
+
+def npz_headers(path: str | os.PathLike) -> dict[str, tuple[tuple, np.dtype]]:
+    """``{name: (shape, dtype)}`` of the arrays of an ``.npz`` file, from their headers
+    (no data read)."""
+    out = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in archive.namelist():
+                with archive.open(member) as fh:
+                    major, _ = np.lib.format.read_magic(fh)
+                    read = (np.lib.format.read_array_header_1_0 if major == 1
+                            else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read(fh)
+                out[member.removesuffix(".npy")] = (shape, dtype)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{str(path)!r} is damaged ({describe_error(err)})") from None
+    return out
+
+
+def load_npy(path: Path) -> np.ndarray:
+    """One array from a ``.npy`` file, never unpickled (see `load_npz`)."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise ValueError(f"{str(path)!r} is damaged or holds no plain numeric array "
+                         f"({describe_error(err)})") from None
+
+
+def check_npz(path: Path, context: str) -> None:
+    """Raise `ValueError` (``context``: what is lost) unless ``path`` is a complete ``.npz``
+    (every member's checksum read, nothing loaded into memory at once)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (OSError, zipfile.BadZipFile, EOFError) as err:
+        bad = describe_error(err)
+    if bad is not None:
+        raise ValueError(f"{context}: {str(path)!r} is damaged ({bad}); start the run again "
+                         "with --force (force=True)")
+
+
+def describe_error(err: BaseException) -> str:
+    """A one-line cause, with numpy's pickle advice replaced by what it means."""
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    if "allow_pickle" in text or "pickle" in text.lower():
+        return "it holds Python objects, which adaptmc never loads"
+    return text
 
 
 def tree_to_arrays(prefix: str, tree: Any) -> dict[str, np.ndarray]:

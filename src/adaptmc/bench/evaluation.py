@@ -16,7 +16,7 @@ import numpy as np
 
 from adaptmc.bench.config import BenchConfig, Cell, SamplerOutput, cell_seed
 from adaptmc.bench.quantities import quantities
-from adaptmc.bench.references import mean_mcse, reference
+from adaptmc.bench.references import bench_target_digest, mean_mcse, reference
 from adaptmc.bench.samplers import SAMPLERS
 
 
@@ -90,7 +90,8 @@ def compute_cell(cell: Cell, config: BenchConfig) -> dict:
     try:
         output = SAMPLERS[cell.sampler](target, seed, config)
         return {"cell": cell._asdict(), "key": cell.key, "seed": seed,
-                "config": asdict(config), **evaluate(target, output)}
+                "config": asdict(config), "target_digest": bench_target_digest(target),
+                **evaluate(target, output)}
     finally:
         # a cell's compiled programs are never reused by another cell, yet stay in the
         # process: a serial run of the full matrix without this died after about 75 cells

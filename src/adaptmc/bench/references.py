@@ -140,6 +140,15 @@ def _refusal(target, rhat: float, refused: Path) -> RuntimeError:
                         f"(> 1.01; per-quantity diagnostics in {refused})")
 
 
+def bench_target_digest(target) -> str:
+    """The hash of the target's definition a cached cell or reference must match (its log
+    density and gradient at a probe point, `adaptmc.run.store.target_digest`, to 6 digits:
+    the same in single and double precision)."""
+    from adaptmc.run.store import target_digest
+
+    return target_digest(target, digits=6)
+
+
 def cached_reference(target, key: str, directory: Path | None,
                      compute: Callable) -> Reference:
     """The reference kept at ``<directory>/reference-<target>-<key>.json``, or ``compute()``
@@ -149,7 +158,8 @@ def cached_reference(target, key: str, directory: Path | None,
     from adaptmc import diagnostics, io
 
     directory = cache_dir() if directory is None else Path(directory)
-    path = directory / f"reference-{target.name}-{key}.json"
+    # the target's definition is part of the key: an edited target never reuses a reference
+    path = directory / f"reference-{target.name}-{key}-{bench_target_digest(target)}.json"
     if path.is_file():
         saved = json.loads(path.read_text())
         return Reference(tuple(saved["names"]), *(np.asarray(saved[k])

@@ -33,17 +33,11 @@ def run_hmc_sensitivity(out: str | Path, quick: bool = False, force: bool = Fals
                         seed: int = 0) -> int:
     """``adaptmc reproduce hmc-sensitivity``; ``quick``: 200 iterations and short tuner runs
     over a narrow box (a minute, for CI)."""
-    import shutil
-
     import jax
 
     from adaptmc import io
-    from adaptmc.io import prepare_output_dir
 
-    out = prepare_output_dir(out, force=force)
-    if force and out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = io.create_output_dir(out, force=force)
     jax.config.update("jax_enable_x64", True)
     started = time.perf_counter()
     num_iterations = 200 if quick else 1000

@@ -29,8 +29,8 @@ import numpy as np
 
 from adaptmc import io
 from adaptmc.kernels.base import Kernel
-from adaptmc.run import callbacks, store
-from adaptmc.run.idata import to_inference_data
+from adaptmc.run import callbacks, checks, store
+from adaptmc.run.idata import summary_in_blocks, to_inference_data
 from adaptmc.run.loop import SuperTransitionLoop
 from adaptmc.targets.base import Target, check_position
 from adaptmc.tuners.base import Tuner
@@ -97,8 +97,8 @@ class _Progress:
     total_grads: int
     start_index: int = 0
     num_chunks: int = 0
-    chunks: list = field(default_factory=list)
-    pending: list = field(default_factory=list)  # chunks since the last checkpoint
+    chunks: list = field(default_factory=list)  # in memory only without a run folder
+    pending: list = field(default_factory=list)  # draws since the last checkpoint
     frozen: dict | None = None  # the tuner's best setting, computed once adaptation stops
 
 
@@ -169,11 +169,16 @@ def run(
         target, kernel, params, tuner, num_super_transitions, gradient_budget, num_chains,
         num_warmup, checkpoint_every, thin,
     )
+    if int(seed) != seed or not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be an integer in [0, 2**63), got {seed}")
     key_init, key_run = jax.random.split(jax.random.key(seed))
     positions = _initial_positions(target, num_chains, initial_positions, init_jitter, key_init)
+    checks.check_adapt_until(adapt_until, num_super_transitions)
+    checks.check_objective(objective, num_chains, target.dim, kernel.cost(params))
+    checks.check_tuner(tuner, kernel, params, target.dim, gradient_budget, thin)
     fingerprint = store.fingerprint(
         target, kernel, params, tuner, num_super_transitions, gradient_budget, num_chains,
-        num_warmup, adapt_until, seed, thin,
+        num_warmup, adapt_until, seed, thin, objective,
     )
     run_dir = store.open_run_dir(output_dir, resume=resume, force=force,
                                  fingerprint=fingerprint, config=config)
@@ -228,7 +233,7 @@ def _start(setup: _Setup, positions, key_init, resume: bool) -> _Progress:
     saved = store.load_checkpoint(setup.run_dir, setup.key, states, tuner_state)
     if saved is not None:
         state.states, state.tuner_state = saved["states"], saved["tuner_state"]
-        state.record, state.chunks = saved["record"], saved["chunks"]
+        state.record = saved["record"]
         state.start_index, state.total_grads = saved["next"], saved["total_grads"]
         state.num_chunks = saved["num_chunks"]
     return state
@@ -259,8 +264,9 @@ def _advance(setup: _Setup, state: _Progress, loop, progress: bool,
     finally:
         if bar is not None:
             bar.close()
-    state.chunks.extend(state.pending)
-    state.pending = []
+    if setup.run_dir is None:
+        state.chunks.extend(state.pending)
+        state.pending = []
     return True
 
 
@@ -276,10 +282,16 @@ def _super_transition(setup: _Setup, state: _Progress, loop, index: int):
     else:
         state.frozen = tuner.best(state.tuner_state) if state.frozen is None else state.frozen
         proposal = state.frozen
-    step_params = _with_proposal(kernel, setup.params, proposal, setup.target.dim)
+    step_params = checks.with_proposal(kernel, setup.params, proposal, setup.target.dim)
     tuner_s = time.perf_counter() - tick
 
     num_steps = setup.gradient_budget // kernel.cost(step_params)
+    if num_steps < setup.thin:
+        raise ValueError(
+            f"super-transition {index}: the tuner proposed {proposal}, whose step costs "
+            f"{kernel.cost(step_params)} gradients, leaving no kept draw in the budget of "
+            f"{setup.gradient_budget} (thin {setup.thin}); the run is checkpointed up to the "
+            "previous super-transition")
     keys = jax.random.split(key_chains, num_chains)
     tick = time.perf_counter()
     state.states, positions, stats, logdensity, totals = loop(
@@ -328,8 +340,7 @@ def _checkpoint(setup: _Setup, state: _Progress, next_index: int) -> None:
         setup.run_dir, state.pending, state.num_chunks, next_index, state.total_grads,
         state.states, state.tuner_state, state.record, setup.key,
     )
-    state.chunks.extend(state.pending)
-    state.pending = []
+    state.pending = []  # on disk now: memory holds one chunk of draws at most
 
 
 def _finish(setup: _Setup, state: _Progress, loop, started: float, seed: int) -> RunResult:
@@ -337,8 +348,10 @@ def _finish(setup: _Setup, state: _Progress, loop, started: float, seed: int) ->
     # a recipe's warm-up before the run is part of the time a user waits
     wall = time.perf_counter() - started + float(setup.attrs.get("prior_wall_s", 0.0))
     compile_s = loop.compile_s + float(setup.attrs.get("prior_compile_s", 0.0))
+    chunks = state.chunks if setup.run_dir is None else \
+        [io.chunk_path(setup.run_dir, i) for i in range(state.num_chunks)]
     idata = to_inference_data(
-        setup.target, setup.kernel, state.chunks, state.record, setup.tuner, setup.num_warmup,
+        setup.target, setup.kernel, chunks, state.record, setup.tuner, setup.num_warmup,
         attrs={
             "target": setup.target.name,
             "kernel": setup.kernel.name,
@@ -354,9 +367,11 @@ def _finish(setup: _Setup, state: _Progress, loop, started: float, seed: int) ->
             "compile_s": compile_s,
         },
     )
-    _describe_tuning(setup, state, idata)
-    if setup.run_dir is not None:
-        store.write_draws(setup.run_dir, idata)
+    if setup.run_dir is None:
+        _describe_tuning(setup, state, idata)
+    else:  # draws to disk first (one chunk in memory), then the summary block by block
+        idata = store.write_draws(setup.run_dir, idata,
+                                  describe=lambda lazy: _describe_tuning(setup, state, lazy))
     return RunResult(idata, state.total_grads, wall, compile_s, setup.run_dir)
 
 
@@ -380,23 +395,8 @@ def _describe_tuning(setup: _Setup, state: _Progress, idata) -> None:
             found = box_from_config(config["box"])
             box = {n: (lo, hi) for n, lo, hi in zip(found.names, found.lower, found.upper,
                                                       strict=True)}
-    idata.attrs["warnings"] = json.dumps(convergence_warnings(idata, box=box))
-
-
-def _with_proposal(kernel: Kernel, params: Any, proposal: dict, dim: int) -> Any:
-    """``params`` with the tuner's proposal, integer tunables rounded, checked."""
-    unknown = set(proposal) - set(kernel.Params._fields)
-    if unknown:
-        raise ValueError(f"tuner proposed unknown parameters {sorted(unknown)} for {kernel.name}")
-    proposal = dict(proposal)
-    for tunable in kernel.tunables:
-        if tunable.integer and tunable.name in proposal:
-            value = proposal[tunable.name]  # a vector of settings: a mixture kernel's
-            proposal[tunable.name] = (int(round(value)) if np.ndim(value) == 0
-                                      else np.round(value).astype(int))
-    new = params._replace(**proposal)
-    kernel.check_params(new, dim=dim)
-    return new
+    table = summary_in_blocks(idata)
+    idata.attrs["warnings"] = json.dumps(convergence_warnings(idata, table, box=box))
 
 
 def _empty_record(tuner: Tuner) -> dict[str, list]:

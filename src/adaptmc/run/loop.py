@@ -40,15 +40,21 @@ class SuperTransitionLoop:
 
     def __init__(self, target: Target, kernel: Kernel, num_chains: int, max_kept: int = 0):
         self.target, self.kernel, self.num_chains = target, kernel, num_chains
-        itemsize = target.initial_position.dtype.itemsize
-        fits = num_chains * max_kept * target.dim * itemsize <= self.MAX_BUFFER_BYTES
+        self.bytes_per_draw = num_chains * target.dim * target.initial_position.dtype.itemsize
+        fits = self.bytes_per_draw * _power_of_two(max_kept) <= self.MAX_BUFFER_BYTES
         self.min_capacity = max_kept if fits else 0
         self.compile_s = 0.0
 
+    def capacity(self, num_kept: int) -> int:
+        """The buffer's length for ``num_kept`` draws: a power of two (few compilations),
+        unless that would pass ``MAX_BUFFER_BYTES`` (the cap holds after rounding)."""
+        wanted = max(num_kept, self.min_capacity, 1)
+        rounded = _power_of_two(wanted)
+        return rounded if self.bytes_per_draw * rounded <= self.MAX_BUFFER_BYTES else wanted
+
     def __call__(self, keys, states, params, num_steps: int, thin: int = 1):
         num_kept = num_steps // thin
-        wanted = max(num_kept, self.min_capacity, 1)
-        capacity = 1 << math.ceil(math.log2(wanted))
+        capacity = self.capacity(num_kept)
         params = jax.tree.map(jnp.asarray, params)
         args = (
             keys, states, params, jnp.asarray(num_steps, jnp.int32), jnp.asarray(thin, jnp.int32)
@@ -112,3 +118,7 @@ class SuperTransitionLoop:
             )
 
         return one_chain
+
+
+def _power_of_two(n: int) -> int:
+    return 1 << math.ceil(math.log2(max(n, 1)))

@@ -21,14 +21,21 @@ from adaptmc import io
 
 
 def fingerprint(target, kernel, params, tuner, num_super_transitions, gradient_budget,
-                num_chains, num_warmup, adapt_until, seed, thin) -> dict:
-    """What makes two runs the same run (a resumed run must match the saved one)."""
+                num_chains, num_warmup, adapt_until, seed, thin, objective=None) -> dict:
+    """What makes two runs the same run (a resumed run must match the saved one): the
+    target's name, dimension and content (`target_digest`), the kernel and its parameters,
+    the tuner (name and its `describe` facts at the start), the objective's name and every
+    option of the run."""
     return {
         "target": target.name,
+        "target_digest": target_digest(target),
         "dim": target.dim,
         "kernel": kernel.name,
         "params": {k: np.asarray(v).tolist() for k, v in params._asdict().items()},
         "tuner": tuner.name,
+        "tuner_config": tuner_facts(tuner),
+        "objective": None if objective is None else getattr(objective, "__name__",
+                                                            type(objective).__name__),
         "num_super_transitions": num_super_transitions,
         "gradient_budget": gradient_budget,
         "num_chains": num_chains,
@@ -37,6 +44,29 @@ def fingerprint(target, kernel, params, tuner, num_super_transitions, gradient_b
         "seed": seed,
         "thin": thin,
     }
+
+
+def target_digest(target, digits: int = 10) -> str:
+    """A hash of the target's log density and gradient at a fixed probe point near its
+    initial position (so an edited model or changed data is another run), to ``digits``
+    significant digits (robust to the last bits of floating point)."""
+    import hashlib
+
+    x0 = np.asarray(target.initial_position, dtype=float)
+    probe = x0 + 0.1 * np.cos(np.arange(x0.size) + 1.0)
+    value, grad = jax.value_and_grad(target.logdensity)(
+        jnp.asarray(probe, dtype=target.initial_position.dtype))
+    numbers = np.concatenate([[float(value)], np.ravel(np.asarray(grad, dtype=float))])
+    text = ",".join(f"{v:.{digits}g}" for v in numbers)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def tuner_facts(tuner) -> Any:
+    """The tuner's `describe` facts at its initial state, as JSON (None without)."""
+    if tuner.describe is None:
+        return None
+    facts = tuner.describe(tuner.init(jax.random.key(0)))
+    return json.loads(json.dumps(facts, default=io.json_default))
 
 
 def check_same_run(saved: dict, now: dict) -> None:
@@ -50,7 +80,8 @@ def check_same_run(saved: dict, now: dict) -> None:
 
 def open_run_dir(output_dir: str | Path | None, *, resume: bool, force: bool,
                  fingerprint: dict, config: dict | None) -> Path | None:
-    """The run folder: a new one (config written) or, with ``resume``, an existing one whose
+    """The run folder: a new one (config written, created in a temporary sibling and renamed
+    into place by `adaptmc.io.create_output_dir`) or, with ``resume``, an existing one whose
     fingerprint matches. None without ``output_dir``."""
     if output_dir is None:
         if resume:
@@ -58,39 +89,70 @@ def open_run_dir(output_dir: str | Path | None, *, resume: bool, force: bool,
         return None
     run_dir = Path(output_dir)
     if resume:
-        if not (run_dir / io.CONFIG).is_file():
-            raise FileNotFoundError(f"no run to resume in {str(run_dir)!r} (no config.json)")
-        saved = json.loads((run_dir / io.CONFIG).read_text())
-        check_same_run(saved.get("fingerprint", {}), fingerprint)
+        saved = read_config(run_dir)
+        if "fingerprint" not in saved:
+            raise ValueError(f"cannot resume: {str(run_dir / io.CONFIG)!r} has no fingerprint "
+                             "(damaged or not a run folder)")
+        check_same_run(saved["fingerprint"], fingerprint)
+        if (run_dir / io.DRAWS).exists():
+            raise ValueError(f"the run in {str(run_dir)!r} has finished (draws.nc is written): "
+                             "nothing to resume")
     else:
-        io.prepare_output_dir(run_dir, force=force)
-        io.create_output_dir(run_dir, force=force)
-        io.write_json(run_dir / io.CONFIG, {"fingerprint": fingerprint, **(config or {})})
+        def populate(folder: Path) -> None:
+            (folder / io.CHUNKS).mkdir()
+            io.write_json(folder / io.CONFIG, {"fingerprint": fingerprint, **(config or {})})
+
+        io.create_output_dir(run_dir, force=force, kind="run", populate=populate)
     return run_dir
+
+
+def read_config(run_dir: Path) -> dict:
+    """``config.json`` of a run folder; a missing or unreadable one is one clear error."""
+    path = Path(run_dir) / io.CONFIG
+    if not path.is_file():
+        raise FileNotFoundError(f"no run to resume in {str(run_dir)!r} (no config.json)")
+    try:
+        saved = json.loads(path.read_text())
+    except (ValueError, OSError) as err:
+        raise ValueError(f"cannot resume: {str(path)!r} is damaged ({err})") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"cannot resume: {str(path)!r} is damaged (not a JSON object)")
+    return saved
 
 
 def load_checkpoint(run_dir: Path, key, states: Any, tuner_state: Any) -> dict | None:
     """The checkpoint of ``run_dir`` as ``{next, total_grads, num_chunks, states,
-    tuner_state, record, chunks}`` (``states`` and ``tuner_state`` are templates of the
-    trees to restore), or None when there is none; chunks written after it are deleted."""
+    tuner_state, record}`` (``states`` and ``tuner_state`` are templates of the trees to
+    restore), or None when there is none; chunks written after it are deleted, those before
+    it are checked readable (not loaded: draws stay on disk). A damaged file is one clear
+    `ValueError`."""
     if not (run_dir / io.CHECKPOINT).is_file():
         io.remove_chunks_from(run_dir, 0)
         return None
-    ckpt = io.load_npz(run_dir / io.CHECKPOINT)
-    meta = json.loads(bytes(ckpt["meta"]).decode())
+    path = run_dir / io.CHECKPOINT
+    try:
+        ckpt = io.load_npz(path)
+        meta = json.loads(bytes(ckpt["meta"]).decode())
+        restored = jax.tree.map(jnp.asarray, io.arrays_to_tree("chain", ckpt, states))
+        tuner_restored = io.arrays_to_tree("tuner", ckpt, tuner_state)
+        next_index, num_chunks = int(meta["next"]), int(meta["chunks"])
+    except (ValueError, KeyError, OSError, EOFError, TypeError) as err:
+        raise ValueError(f"cannot resume: {str(path)!r} is damaged ({io.describe_error(err)}); "
+                         "start the run again with --force (force=True)") from None
     if not np.array_equal(ckpt["key"], np.asarray(jax.random.key_data(key))):
         raise ValueError("cannot resume: the checkpoint's PRNG key differs from this run's")
-    states = jax.tree.map(jnp.asarray, io.arrays_to_tree("chain", ckpt, states))
     record = {k[len("record/"):]: list(v) for k, v in ckpt.items() if k.startswith("record/")}
-    io.remove_chunks_from(run_dir, meta["chunks"])
+    io.remove_chunks_from(run_dir, num_chunks)
+    for index in range(num_chunks):
+        io.check_npz(io.chunk_path(run_dir, index), f"cannot resume: draws of the checkpoint "
+                     f"at super-transition {next_index}")
     return {
-        "next": meta["next"],
+        "next": next_index,
         "total_grads": meta["total_grads"],
-        "num_chunks": meta["chunks"],
-        "states": states,
-        "tuner_state": io.arrays_to_tree("tuner", ckpt, tuner_state),
+        "num_chunks": num_chunks,
+        "states": restored,
+        "tuner_state": tuner_restored,
         "record": record,
-        "chunks": [io.load_npz(io.chunk_path(run_dir, i)) for i in range(meta["chunks"])],
     }
 
 
@@ -133,8 +195,79 @@ def merge_chunks(chunks: list[dict]) -> dict:
     return {k: np.concatenate([c[k] for c in chunks], axis=1) for k in chunks[0]}
 
 
-def write_draws(run_dir: Path, idata) -> None:
-    """The final InferenceData to ``draws.nc``, atomically."""
+def write_draws(run_dir: Path, idata, describe=None):
+    """Write the InferenceData to ``draws.nc`` atomically and return it read back lazily.
+
+    Its arrays may be Dask arrays over the chunk files: they are written block by block
+    (one chunk in memory at a time), the posterior stored in HDF5 chunks of a few
+    coordinates so that ``describe(lazy_idata)`` (which may set attributes of the root and
+    of the tuning group: the summary, computed a few coordinates at a time) reads no more
+    than it needs; then the chunk files are deleted (the run folder keeps one copy)."""
+    import shutil
+    import warnings
+
+    import dask
+    import h5netcdf
+
     tmp = run_dir / (io.DRAWS + ".tmp")
-    idata.to_netcdf(str(tmp), engine="h5netcdf")
+    tmp.unlink(missing_ok=True)
+    groups = [g for g in idata.groups() if g != "tuning"]
+    with dask.config.set(scheduler="synchronous"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for group in groups:
+            dataset = idata[group]
+            encoding = {name: {"chunksizes": _hdf5_chunks(var)}
+                        for name, var in dataset.data_vars.items() if var.ndim >= 2}
+            dataset.to_netcdf(str(tmp), mode="a" if tmp.exists() else "w", group=group,
+                              engine="h5netcdf", encoding=encoding)
+        lazy = _open_groups(tmp, groups)
+        lazy.add_groups({"tuning": idata.tuning})
+        lazy.attrs.update(idata.attrs)
+        if describe is not None:
+            describe(lazy)
+        for group in groups:
+            lazy[group].close()
+        lazy.tuning.to_netcdf(str(tmp), mode="a", group="tuning", engine="h5netcdf")
+        with h5netcdf.File(str(tmp), "a") as handle:
+            for key, value in lazy.attrs.items():
+                handle.attrs[key] = value
     tmp.replace(run_dir / io.DRAWS)
+    shutil.rmtree(run_dir / io.CHUNKS, ignore_errors=True)
+    return read_draws(run_dir)
+
+
+def _hdf5_chunks(var) -> tuple:
+    """HDF5 chunks over ``(chain, draw, ...)``: every chain, the draws of one Dask block (a
+    checkpoint's chunk: each is written once, whole) at most about 4 MiB, and 8 coordinates
+    of the first event axis, so `adaptmc.run.idata.summary_in_blocks` reads only what it
+    summarises."""
+    shape, itemsize = var.shape, var.dtype.itemsize
+    rest = tuple(min(n, 8) if i == 0 else min(n, 1) for i, n in enumerate(shape[2:]))
+    per_draw = shape[0] * itemsize * int(np.prod(rest, dtype=int))
+    block = var.chunks[1][0] if var.chunks else shape[1]
+    draws = int(max(1, min(block, 2**22 // max(per_draw, 1))))
+    return (shape[0], draws, *rest)
+
+
+def _open_groups(path: Path, groups: list[str]):
+    import arviz as az
+    import xarray as xr
+
+    return az.InferenceData(**{g: xr.open_dataset(str(path), group=g, engine="h5netcdf")
+                               for g in groups})
+
+
+def read_draws(run_dir: Path):
+    """``draws.nc`` of a finished run, read lazily; a damaged file is one clear error."""
+    import warnings
+
+    path = Path(run_dir) / io.DRAWS
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import arviz as az
+
+        try:
+            return az.from_netcdf(str(path), engine="h5netcdf")
+        except (OSError, ValueError, KeyError) as err:
+            raise ValueError(f"{str(path)!r} is damaged ({io.describe_error(err)}); its draws "
+                             "are lost: run again with --force (force=True)") from None
