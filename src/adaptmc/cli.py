@@ -96,19 +96,7 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
                         "warm-up, then a bandit over HMC's (eps, L) in a box measured on the "
                         "target; manual: any --kernel with any --tuner)")
     recipe = p.add_argument_group("recipe options (default: the recipe's)")
-    recipe.add_argument("--metric", default=None, choices=("auto", "diag", "dense"),
-                        help="adaptive-hmc: the metric (auto: dense when the warm-up's draws "
-                             "are strongly correlated)")
-    recipe.add_argument("--warmup-steps", type=int, default=None,
-                        help="adaptive-hmc: NUTS warm-up transitions per chain (default 500)")
-    recipe.add_argument("--tuning", type=int, default=None,
-                        help="adaptive-hmc: bandit super-transitions before freezing "
-                             "(default 12)")
-    recipe.add_argument("--draws", type=int, default=None,
-                        help="adaptive-hmc: about this many draws' worth of gradients per chain "
-                             "in sampling (default 1000)")
-    recipe.add_argument("--max-draws", type=int, default=None,
-                        help="adaptive-hmc: kept draws per chain at most, by thinning")
+    _add_adaptive_hmc_options(recipe)
     recipe.add_argument("--kernel", default=None, choices=sorted(KERNELS),
                         help="kernels with in-step adaptation (gadmala, gadrwm, am, mala-da, "
                              "hmc-da, ...) adapt during --warmup, then freeze")
@@ -167,6 +155,22 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
                    help="super-transitions between checkpoints")
     p.add_argument("--float32", action="store_true", help="single precision (default: float64)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_adaptive_hmc_options(group) -> None:
+    group.add_argument("--metric", default=None, choices=("auto", "diag", "dense"),
+                       help="adaptive-hmc: the metric (auto: dense when the warm-up's draws "
+                            "are strongly correlated)")
+    group.add_argument("--warmup-steps", type=int, default=None,
+                       help="adaptive-hmc: NUTS warm-up transitions per chain (default 500)")
+    group.add_argument("--tuning", type=int, default=None,
+                       help="adaptive-hmc: bandit super-transitions before freezing "
+                            "(default 12)")
+    group.add_argument("--draws", type=int, default=None,
+                       help="adaptive-hmc: about this many draws' worth of gradients per chain "
+                            "in sampling (default 1000)")
+    group.add_argument("--max-draws", type=int, default=None,
+                       help="adaptive-hmc: kept draws per chain at most, by thinning")
 
 
 RECIPE_FLAGS = (

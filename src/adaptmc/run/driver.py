@@ -157,31 +157,21 @@ def run(
     stop_after
         Stop (as if killed) after this many super-transitions in this call; for tests.
     prior_grads, attrs
-        Gradients already spent on these chains before the run (a recipe's warm-up that
-        found ``initial_positions``), counted in the run's total; facts about that work,
+        Gradients a recipe's warm-up spent before the run (counted in its total); facts
         stored in the InferenceData's attributes (``prior_wall_s`` and ``prior_compile_s``
-        are added to the run's wall and compile seconds).
+        add to the run's seconds).
     """
     started = time.perf_counter()
     params = kernel.Params() if params is None else params
     tuner = fixed() if tuner is None else tuner
-    _check_run_args(
-        target, kernel, params, tuner, num_super_transitions, gradient_budget, num_chains,
-        num_warmup, checkpoint_every, thin,
-    )
-    if int(seed) != seed or not 0 <= seed < 2**63:
-        raise ValueError(f"seed must be an integer in [0, 2**63), got {seed}")
+    sizes = (num_super_transitions, gradient_budget, num_chains, num_warmup, adapt_until,
+             seed, thin)
+    _check_everything(target, kernel, params, tuner, objective, sizes, checkpoint_every)
     key_init, key_run = jax.random.split(jax.random.key(seed))
     positions = _initial_positions(target, num_chains, initial_positions, init_jitter, key_init)
-    checks.check_adapt_until(adapt_until, num_super_transitions)
-    checks.check_objective(objective, num_chains, target.dim, kernel.cost(params))
-    checks.check_tuner(tuner, kernel, params, target.dim, gradient_budget, thin)
-    fingerprint = store.fingerprint(
-        target, kernel, params, tuner, num_super_transitions, gradient_budget, num_chains,
-        num_warmup, adapt_until, seed, thin, objective,
-    )
-    run_dir = store.open_run_dir(output_dir, resume=resume, force=force,
-                                 fingerprint=fingerprint, config=config)
+    run_dir = store.open_run_dir(
+        output_dir, resume=resume, force=force, config=config,
+        fingerprint=store.fingerprint(target, kernel, params, tuner, *sizes, objective))
     setup = _Setup(target, kernel, params, tuner, objective, num_super_transitions,
                    gradient_budget, num_chains, num_warmup, adapt_until, thin,
                    checkpoint_every, key_run, run_dir, dict(attrs or {}))
@@ -193,6 +183,22 @@ def run(
         return RunResult(None, state.total_grads, time.perf_counter() - started,
                          loop.compile_s, run_dir)
     return _finish(setup, state, loop, started, seed)
+
+
+def _check_everything(target, kernel, params, tuner, objective, sizes,
+                      checkpoint_every) -> None:
+    """Every check of the arguments, before anything is written (`adaptmc.run.checks`)."""
+    num_super_transitions, gradient_budget, num_chains, num_warmup, adapt_until, seed, thin \
+        = sizes
+    _check_run_args(
+        target, kernel, params, tuner, num_super_transitions, gradient_budget, num_chains,
+        num_warmup, checkpoint_every, thin,
+    )
+    if int(seed) != seed or not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be an integer in [0, 2**63), got {seed}")
+    checks.check_adapt_until(adapt_until, num_super_transitions)
+    checks.check_objective(objective, num_chains, target.dim, kernel.cost(params))
+    checks.check_tuner(tuner, kernel, params, target.dim, gradient_budget, thin)
 
 
 def default_positions(target: Target, num_chains: int, seed: int,
