@@ -152,8 +152,7 @@ def run(
         Run folder; overwrite it; continue the run checkpointed there; super-transitions
         between checkpoints.
     thin
-        Keep every ``thin``-th draw (gradients, divergences and acceptance are still counted
-        over every step).
+        Keep every ``thin``-th draw (every step's gradients and divergences still count).
     stop_after
         Stop (as if killed) after this many super-transitions in this call; for tests.
     prior_grads, attrs
