@@ -165,12 +165,16 @@ def test_correlation_breaking_kernel_fails_the_cross_moment_test():
 
 
 ALL_KERNELS = {**KERNELS, "bnn-hmc": bnn_hmc}
+SCALAR_STEP = ("msd", "rmhmc")
 
 
 @pytest.mark.parametrize("name", sorted(ALL_KERNELS))
 def test_every_kernel_declares_tunables_that_are_params_fields(name):
     kernel = ALL_KERNELS[name]
     names = [t.name for t in kernel.tunables]
+    if not kernel.Params._fields:  # Kawasaki's pair exchange has nothing to tune
+        assert names == []
+        return
     assert names and set(names) <= set(kernel.Params._fields)
     assert "adapt" not in names
     assert all(t.label for t in kernel.tunables)
@@ -201,6 +205,12 @@ def test_check_params_with_dim_refuses_wrong_shapes(name):
     kernel = ALL_KERNELS[name]
     params = kernel.Params()
     kernel.check_params(params, dim=3)
+    if name in SCALAR_STEP:  # a position-dependent metric scales the step itself
+        with pytest.raises(ValueError, match="step_size must be a scalar"):
+            kernel.check_params(params._replace(step_size=np.full(3, 0.1)), dim=3)
+        return
+    if "step_size" not in kernel.Params._fields:  # discrete moves: nothing of the dimension
+        return
     kernel.check_params(params._replace(step_size=np.full(3, 0.1)), dim=3)
     with pytest.raises(ValueError, match=r"step_size has shape \(2,\)"):
         kernel.check_params(params._replace(step_size=np.full(2, 0.1)), dim=3)

@@ -672,10 +672,10 @@ def test_freeze_matches_the_run_loops_adapt_until():
     kwargs = dict(num_super_transitions=6, gradient_budget=40, num_chains=2,
                   objective=adaptmc.objectives.esjd_per_grad, seed=2, progress=False)
     target, params = adaptmc.targets.correlated_2d(), adaptmc.kernels.HMCParams(0.1, 6)
-    looped = adaptmc.run(target, adaptmc.kernels.hmc, params, tuner=tuners.gp_ucb(box),
-                         adapt_until=3, **kwargs)
-    wrapped = adaptmc.run(target, adaptmc.kernels.hmc, params,
-                          tuner=tuners.freeze(tuners.gp_ucb(box), after=3), **kwargs)
+    looped = adaptmc.run.run(target, adaptmc.kernels.hmc, params, tuner=tuners.gp_ucb(box),
+                             adapt_until=3, **kwargs)
+    wrapped = adaptmc.run.run(target, adaptmc.kernels.hmc, params,
+                              tuner=tuners.freeze(tuners.gp_ucb(box), after=3), **kwargs)
     for name in ("step_size", "num_leapfrog", "reward"):
         np.testing.assert_array_equal(wrapped.idata.tuning[name].values,
                                       looped.idata.tuning[name].values)

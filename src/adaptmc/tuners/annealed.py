@@ -132,8 +132,10 @@ def best_by_mean(box: Box, state: dict, predict_mean, initial: dict | None) -> d
     the one with the highest posterior mean (robust to a lucky noisy reward); ``initial`` (or
     the box centre) before any, or when every setting tried failed: a setting that diverged
     is never frozen. ``predict_mean(u: (m, d)) -> (m,)``."""
-    points, raw_means, _ = unique_points(state["points"], state["rewards"])
-    measured = np.isfinite(raw_means)
+    measured = np.zeros(0, bool)
+    if len(state["rewards"]):
+        points, raw_means, _ = unique_points(state["points"], state["rewards"])
+        measured = np.isfinite(raw_means)
     if not measured.any():
         if initial is not None:
             return dict(initial)
