@@ -53,10 +53,14 @@ def target_digest(target, digits: int = 10) -> str:
     import hashlib
 
     x0 = np.asarray(target.initial_position, dtype=float)
-    probe = x0 + 0.1 * np.cos(np.arange(x0.size) + 1.0)
-    value, grad = jax.value_and_grad(target.logdensity)(
-        jnp.asarray(probe, dtype=target.initial_position.dtype))
-    numbers = np.concatenate([[float(value)], np.ravel(np.asarray(grad, dtype=float))])
+    if not jnp.issubdtype(target.initial_position.dtype, jnp.floating):
+        # a discrete target (integer states): its log density at its start, no gradient
+        numbers = np.atleast_1d(float(target.logdensity(target.initial_position)))
+    else:
+        probe = x0 + 0.1 * np.cos(np.arange(x0.size) + 1.0)
+        value, grad = jax.value_and_grad(target.logdensity)(
+            jnp.asarray(probe, dtype=target.initial_position.dtype))
+        numbers = np.concatenate([[float(value)], np.ravel(np.asarray(grad, dtype=float))])
     text = ",".join(f"{v:.{digits}g}" for v in numbers)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
