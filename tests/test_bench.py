@@ -260,7 +260,8 @@ def test_a_refused_reference_means_no_accuracy_not_a_crash(tmp_path, monkeypatch
     refused, and says why."""
     monkeypatch.setenv("ADAPTMC_CACHE", str(tmp_path))
     target = get_target("bnn-robot-arm")
-    path = tmp_path / f"reference-{target.name}-{references.bnn_reference_key()}.refused.json"
+    key = f"{references.bnn_reference_key()}-{references.bench_target_digest(target)}"
+    path = tmp_path / f"reference-{target.name}-{key}.refused.json"
     path.write_text(json.dumps({"names": ["a"], "rhat": [1.2]}))
     said = []
     assert bench.reference(target, log=said.append) is None
