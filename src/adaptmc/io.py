@@ -154,12 +154,14 @@ def _fill(folder: Path, kind: str, populate) -> None:
         populate(folder)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, write) -> None:
+    """``write(file)`` into a temporary file in ``path``'s folder, synced, then renamed over
+    ``path`` (``os.replace``): readers see the old file or the whole new one, never part."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -167,6 +169,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    atomic_write(path, lambda fh: fh.write(data))
 
 
 def write_json(path: str | os.PathLike, obj: Any, indent: int = 2) -> None:
@@ -185,20 +191,9 @@ def json_default(obj):
 
 
 def atomic_savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """``np.savez`` to a temporary file in the same folder, then ``os.replace`` (written
-    straight to disk: no second copy of the arrays in memory)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **{k: np.asarray(v) for k, v in arrays.items()})
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """``np.savez`` through `atomic_write` (written straight to disk: no second copy of the
+    arrays in memory)."""
+    atomic_write(path, lambda fh: np.savez(fh, **{k: np.asarray(v) for k, v in arrays.items()}))
 
 
 def load_npz(path: Path) -> dict[str, np.ndarray]:
