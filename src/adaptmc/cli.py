@@ -136,12 +136,13 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     recipe.add_argument("--target-accept", type=float, default=None,
                         help="target acceptance rate of dual averaging")
     recipe.add_argument("--objective", default=None,
-                        help="esjd, esjd-sqrt-l, autocorrelation, min-ess, or module:function "
-                             "for your own reward (positions, stats, num_grads) -> float")
+                        help="esjd, esjd-sqrt-l, chees, autocorrelation, min-ess, or "
+                             "module:function for your own reward (positions, stats, "
+                             "num_grads) -> float (adaptive-hmc: chees)")
     recipe.add_argument("--adapt-mass", choices=("diag", "dense"), default=None,
                         help="estimate the inverse mass matrix during the warm-up, with the "
-                             "step size; the tuner takes over after it (adaptive-hmc: the "
-                             "metric, default diag)")
+                             "step size; the tuner takes over after it (for adaptive-hmc and "
+                             "hmc-grid this is --metric)")
     recipe.add_argument("--mass-warmup", type=int, default=None,
                         help="super-transitions of mass adaptation (default: all of --warmup "
                              "in manual); the rest of the warm-up lets the tuner explore")
