@@ -14,7 +14,6 @@ from adaptmc.models import bnn
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    import arviz as az
 
 # Zlochin & Baram (2000), robot arm: normalised test error, mean +/- sd over 10 runs
 # (quoted by the issue; second-hand here).
@@ -51,14 +50,11 @@ def autocorrelations(positions: np.ndarray, indices: np.ndarray, lags=LAGS) -> l
 
 
 def robust_min_ess(draws: np.ndarray) -> float:
-    """Min over quantities of min(bulk-ESS of x, bulk-ESS of x^2, tail-ESS of x);
-    ``draws: (chains, draws, quantities)``."""
-    values = []
-    for data, method in ((draws, "bulk"), (draws**2, "bulk"), (draws, "tail")):
-        dataset = az.convert_to_dataset({"f": data})
-        with np.errstate(invalid="ignore", divide="ignore"):
-            values.append(np.asarray(az.ess(dataset, method=method)["f"]))
-    return float(np.nanmin(np.minimum(np.minimum(values[0], values[1]), values[2])))
+    """`adaptmc.diagnostics.robust_ess` of ``draws: (chains, draws, quantities)``, its
+    minimum (NaN-safe)."""
+    from adaptmc.diagnostics import robust_ess
+
+    return float(np.nanmin(robust_ess(draws)))
 
 
 def predictive_ess(model, positions: np.ndarray, x_test) -> float:
