@@ -109,6 +109,15 @@ def reasonable_step_size(key, target, position, step_size: float = 1.0,
 
 
 _COMPILED: dict = {}  # (target, dense, num_steps, target_accept, shapes) -> executable
+_FIRST_STEPS: dict = {}  # target -> jitted, vmapped `reasonable_step_size`
+
+
+def _first_steps(target):
+    """`reasonable_step_size` of every chain, compiled once per target (run op by op under
+    ``vmap`` it compiles each primitive of the model on its own)."""
+    if target not in _FIRST_STEPS:
+        _FIRST_STEPS[target] = jax.jit(jax.vmap(lambda k, x: reasonable_step_size(k, target, x)))
+    return _FIRST_STEPS[target]
 
 
 def _stage(record, target, keys, positions, step_sizes, inverse_mass, num_steps, dense,
@@ -187,7 +196,7 @@ def _welford_add(welford, x, g):
     return count, mean_x, m2_x, mean_g, m2_g
 
 
-def window_inverse_mass(welford, dense: bool):
+def window_inverse_mass(welford, dense: bool, xp=jnp):
     """The inverse mass from one slow window's draws and gradients.
 
     Diagonal: ``sqrt(var(x) / var(grad))`` per coordinate, the estimate of nutpie (Seyboldt
@@ -195,19 +204,19 @@ def window_inverse_mass(welford, dense: bool):
     free of Stan's absolute regulariser ``1e-3 I``, which swamps a variance of 1e-8 (a
     regression coefficient on a predictor of scale 1e4). Dense: the draws' covariance shrunk
     toward its own diagonal, ``(n C + 5 diag(C)) / (n + 5)`` (Stan's weights, a scale-free
-    target)."""
+    target). ``xp``: ``jax.numpy`` inside the compiled warm-up, NumPy on the host."""
     count, _, m2_x, _, m2_g = welford
-    n = jnp.maximum(count - 1.0, 1.0)
+    n = xp.maximum(count - 1.0, 1.0)
     var_g = m2_g / n
     if dense:
         cov = m2_x / n
-        diag = jnp.diag(jnp.diag(cov))
+        diag = xp.diag(xp.diag(cov))
         shrunk = (count * cov + 5.0 * diag) / (count + 5.0)
-        return shrunk + 1e-10 * jnp.mean(jnp.diag(cov)) * jnp.eye(cov.shape[0])
+        return shrunk + 1e-10 * xp.mean(xp.diag(cov)) * xp.eye(cov.shape[0])
     var_x = m2_x / n
-    ratio = jnp.sqrt(var_x / jnp.where(var_g > 0, var_g, 1.0))
-    tiny = 1e-10 * jnp.maximum(jnp.median(ratio), 1e-300)
-    return jnp.where(jnp.isfinite(ratio) & (ratio > 0), ratio, 1.0) + tiny
+    ratio = xp.sqrt(var_x / xp.where(var_g > 0, var_g, 1.0))
+    tiny = 1e-10 * xp.maximum(xp.median(ratio), 1e-300)
+    return xp.where(xp.isfinite(ratio) & (ratio > 0), ratio, 1.0) + tiny
 
 
 def window_warmup(target, positions, key, *, num_steps: int = 500, metric: str = "auto",
@@ -224,8 +233,7 @@ def window_warmup(target, positions, key, *, num_steps: int = 500, metric: str =
     positions = jnp.asarray(positions)
     chains, dim = positions.shape
     key_step, key = jax.random.split(key)
-    steps, grads = jax.vmap(lambda k, x: reasonable_step_size(k, target, x))(
-        jax.random.split(key_step, chains), positions)
+    steps, grads = _first_steps(target)(jax.random.split(key_step, chains), positions)
     record = {"grads": chains + int(np.sum(grads)), "divergences": 0, "lp": [],
               "stages": [], "compile_s": 0.0}
     dense = metric == "dense"
@@ -304,4 +312,4 @@ def pooled_inverse_mass(draws: np.ndarray, grads: np.ndarray, dense: bool) -> np
     n = x.shape[0]
     m2_x = np.cov(x.T).reshape(dim, dim) * (n - 1) if dense else x.var(0, ddof=1) * (n - 1)
     welford = (float(n), x.mean(0), m2_x, g.mean(0), g.var(0, ddof=1) * (n - 1))
-    return np.asarray(window_inverse_mass(jax.tree.map(jnp.asarray, welford), dense))
+    return np.asarray(window_inverse_mass(welford, dense, xp=np))

@@ -17,6 +17,7 @@ resumed from a checkpoint makes exactly the draws of an uninterrupted one.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from adaptmc import io
 from adaptmc.kernels.base import Kernel
 from adaptmc.run import callbacks, checks, store
 from adaptmc.run.idata import summary_in_blocks, to_inference_data
-from adaptmc.run.loop import SuperTransitionLoop
+from adaptmc.run.loop import SuperTransitionLoop, init_states, super_transition_keys
 from adaptmc.targets.base import Target, check_position
 from adaptmc.tuners.base import Tuner
 from adaptmc.tuners.fixed import fixed
@@ -212,10 +213,7 @@ def _initial_positions(target: Target, num_chains: int, initial_positions, init_
                        key) -> jax.Array:
     """``(num_chains, dim)`` starting points, checked finite with finite gradients."""
     if initial_positions is None:
-        jitter = jax.random.uniform(
-            key, (num_chains, target.dim), minval=-init_jitter, maxval=init_jitter
-        )
-        initial_positions = target.initial_position + jitter.astype(target.initial_position.dtype)
+        initial_positions = _jittered(key, target.initial_position, num_chains, init_jitter)
     initial_positions = jnp.asarray(initial_positions, dtype=target.initial_position.dtype)
     if initial_positions.shape != (num_chains, target.dim):
         raise ValueError(
@@ -227,10 +225,18 @@ def _initial_positions(target: Target, num_chains: int, initial_positions, init_
     return initial_positions
 
 
+@functools.partial(jax.jit, static_argnums=(2,))
+def _jittered(key, start, num_chains: int, init_jitter):
+    """``start + U(-init_jitter, init_jitter)`` per chain and coordinate, one compiled call."""
+    jitter = jax.random.uniform(key, (num_chains, start.shape[0]), minval=-init_jitter,
+                                maxval=init_jitter)
+    return start + jitter.astype(start.dtype)
+
+
 def _start(setup: _Setup, positions, key_init, resume: bool) -> _Progress:
     """Fresh chain and tuner states, or those of the checkpoint when resuming."""
     target, kernel = setup.target, setup.kernel
-    states = jax.vmap(lambda x: kernel.init(x, target))(positions)
+    states = init_states(target, kernel, positions)
     tuner_state = setup.tuner.init(jax.random.fold_in(key_init, 1))
     state = _Progress(states, tuner_state, _empty_record(setup.tuner), setup.num_chains)
     if not resume:
@@ -279,7 +285,7 @@ def _super_transition(setup: _Setup, state: _Progress, loop, index: int):
     """Propose, run one super-transition of every chain, score it, update the tuner and
     record it; returns ``(params, summary, reward)``."""
     tuner, kernel, num_chains = setup.tuner, setup.kernel, setup.num_chains
-    key_tune, key_chains = jax.random.split(jax.random.fold_in(setup.key, index))
+    key_tune, keys = super_transition_keys(setup.key, index, num_chains)
     tick = time.perf_counter()
     adapting = setup.adapt_until is None or index < setup.adapt_until
     if adapting:
@@ -297,7 +303,6 @@ def _super_transition(setup: _Setup, state: _Progress, loop, index: int):
             f"{kernel.cost(step_params)} gradients, leaving no kept draw in the budget of "
             f"{setup.gradient_budget} (thin {setup.thin}); the run is checkpointed up to the "
             "previous super-transition")
-    keys = jax.random.split(key_chains, num_chains)
     tick = time.perf_counter()
     state.states, positions, stats, logdensity, totals = loop(
         keys, state.states, step_params, num_steps, setup.thin

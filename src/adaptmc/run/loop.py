@@ -14,6 +14,7 @@ import time
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from adaptmc.kernels.base import Kernel
 from adaptmc.targets.base import Target
@@ -70,12 +71,13 @@ class SuperTransitionLoop:
             _COMPILED[cache_key] = fn.lower(*args).compile()
             self.compile_s += time.perf_counter() - tick
         states, positions, stats, logdensity, totals = _COMPILED[cache_key](*args)
+        # sliced on the host: a device slice compiles again for every new ``num_kept``
         return (
             states,
-            positions[:, :num_kept],
-            {k: v[:, :num_kept] for k, v in stats.items()},
-            logdensity[:, :num_kept],
-            totals,
+            np.asarray(positions)[:, :num_kept],
+            {k: np.asarray(v)[:, :num_kept] for k, v in stats.items()},
+            np.asarray(logdensity)[:, :num_kept],
+            jax.tree.map(np.asarray, totals),
         )
 
     def _one_chain(self, capacity: int):
@@ -118,6 +120,31 @@ class SuperTransitionLoop:
             )
 
         return one_chain
+
+
+_INIT: dict = {}  # (target, kernel) -> jitted, vmapped kernel.init
+_KEYS: dict = {}  # num_chains -> jitted key derivation
+
+
+def init_states(target: Target, kernel: Kernel, positions):
+    """Every chain's kernel state at ``positions: (chains, dim)``, in one compiled call
+    (vmapped op by op, each primitive of the model would compile on its own)."""
+    if (target, kernel) not in _INIT:
+        _INIT[target, kernel] = jax.jit(jax.vmap(lambda x: kernel.init(x, target)))
+    return _INIT[target, kernel](positions)
+
+
+def super_transition_keys(key, index: int, num_chains: int):
+    """``(key_tune, chain_keys: (num_chains,))`` of super-transition ``index``:
+    ``split(fold_in(key, index))`` then the second half split once per chain; one compiled
+    call (the same keys as the three operations run one by one)."""
+    if num_chains not in _KEYS:
+        def derive(key, index):
+            key_tune, key_chains = jax.random.split(jax.random.fold_in(key, index))
+            return key_tune, jax.random.split(key_chains, num_chains)
+
+        _KEYS[num_chains] = jax.jit(derive)
+    return _KEYS[num_chains](key, jnp.asarray(index, jnp.uint32))
 
 
 def _power_of_two(n: int) -> int:

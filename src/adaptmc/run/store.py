@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc import io
+from adaptmc.targets.base import compiled_logdensity_and_grad
 
 
 def fingerprint(target, kernel, params, tuner, num_super_transitions, gradient_budget,
@@ -58,7 +59,7 @@ def target_digest(target, digits: int = 10) -> str:
         numbers = np.atleast_1d(float(target.logdensity(target.initial_position)))
     else:
         probe = x0 + 0.1 * np.cos(np.arange(x0.size) + 1.0)
-        value, grad = jax.value_and_grad(target.logdensity)(
+        value, grad = compiled_logdensity_and_grad(target)(
             jnp.asarray(probe, dtype=target.initial_position.dtype))
         numbers = np.concatenate([[float(value)], np.ravel(np.asarray(grad, dtype=float))])
     text = ",".join(f"{v:.{digits}g}" for v in numbers)

@@ -155,6 +155,18 @@ def make_target(
     return target
 
 
+_COMPILED: dict = {}  # target -> its jitted value_and_grad
+
+
+def compiled_logdensity_and_grad(target: Target) -> Callable[[Array], tuple[Array, Array]]:
+    """The target's ``logdensity_and_grad`` under ``jax.jit``, made once per target: one
+    compilation, where evaluating the model op by op compiles each primitive on its own
+    (seconds on a large model)."""
+    if target not in _COMPILED:
+        _COMPILED[target] = jax.jit(target.logdensity_and_grad)
+    return _COMPILED[target]
+
+
 def check_position(target: Target, position: Array, what: str = "position") -> None:
     """Raise `ValueError` unless ``position`` has shape ``(dim,)`` and a finite log density
     and gradient there."""
@@ -165,7 +177,7 @@ def check_position(target: Target, position: Array, what: str = "position") -> N
             f"expected ({target.dim},)"
         )
     try:
-        value, grad = target.logdensity_and_grad(position)
+        value, grad = compiled_logdensity_and_grad(target)(position)
     except TypeError as err:
         raise ValueError(f"log density of target {target.name!r} failed: {err}") from err
     if jnp.shape(value) != ():
