@@ -42,6 +42,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from adaptmc.targets.base import compiled
+
 MAX_RHAT_LP = 1.05
 DENSE_CONDITION = 100.0
 
@@ -108,16 +110,11 @@ def reasonable_step_size(key, target, position, step_size: float = 1.0,
     return jnp.exp(log_eps), count + 3
 
 
-_COMPILED: dict = {}  # (target, dense, num_steps, target_accept, shapes) -> executable
-_FIRST_STEPS: dict = {}  # target -> jitted, vmapped `reasonable_step_size`
-
-
 def _first_steps(target):
     """`reasonable_step_size` of every chain, compiled once per target (run op by op under
     ``vmap`` it compiles each primitive of the model on its own)."""
-    if target not in _FIRST_STEPS:
-        _FIRST_STEPS[target] = jax.jit(jax.vmap(lambda k, x: reasonable_step_size(k, target, x)))
-    return _FIRST_STEPS[target]
+    return compiled(target, "reasonable_step_size", lambda: jax.jit(
+        jax.vmap(lambda k, x: reasonable_step_size(k, target, x))))
 
 
 def _stage(record, target, keys, positions, step_sizes, inverse_mass, num_steps, dense,
@@ -127,13 +124,13 @@ def _stage(record, target, keys, positions, step_sizes, inverse_mass, num_steps,
     divergent)."""
     args = (keys, positions, step_sizes, jnp.asarray(inverse_mass))
     signature = tuple((a.shape, str(a.dtype)) for a in args[1:])
-    cache_key = (target, dense, num_steps, target_accept, signature)
-    if cache_key not in _COMPILED:
+    cache_key = ("window_warmup", dense, num_steps, target_accept, signature)
+    if cache_key not in target.programs:
         tick = time.perf_counter()
         program = _program(target, num_steps, dense, target_accept)
-        _COMPILED[cache_key] = jax.jit(program).lower(*args).compile()
+        compiled(target, cache_key, lambda: jax.jit(program).lower(*args).compile())
         record["compile_s"] += time.perf_counter() - tick
-    return _COMPILED[cache_key](*args)
+    return target.programs[cache_key](*args)
 
 
 def _program(target, num_steps, dense, target_accept):

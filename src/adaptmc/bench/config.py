@@ -37,7 +37,8 @@ class BenchConfig:
 class SamplerOutput(NamedTuple):
     """``positions: (chains, draws, dim)`` flat sampling draws; ``warmup_grads`` and
     ``sampling_grads`` over all chains (initial gradients count as warm-up); ``wall_s``
-    excludes ``compile_s``; ``divergences`` during sampling; ``params`` the tuned setting."""
+    excludes ``compile_s``; ``divergences`` during sampling; ``params`` the tuned setting;
+    ``host_s`` the seconds the tuner and the objective spent on the host (0 for NUTS)."""
 
     positions: np.ndarray
     warmup_grads: int
@@ -46,6 +47,7 @@ class SamplerOutput(NamedTuple):
     compile_s: float
     divergences: int
     params: dict
+    host_s: float = 0.0
 
 
 class Cell(NamedTuple):

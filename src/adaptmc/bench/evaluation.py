@@ -49,6 +49,7 @@ def evaluate(target, output: SamplerOutput) -> dict:
         "sampling_grads": int(output.sampling_grads),
         "wall_s": float(output.wall_s),
         "compile_s": float(output.compile_s),
+        "host_s": float(output.host_s),
         "min_ess": min_ess,
         "median_ess": float(np.median(ess)),
         "min_ess_per_1k_grads": 1000.0 * min_ess / max(total_grads, 1),
@@ -101,4 +102,5 @@ def compute_cell(cell: Cell, config: BenchConfig) -> dict:
 
 def deterministic_part(result: dict) -> dict:
     """A cell's result without the timings, which differ between runs of the same cell."""
-    return {k: v for k, v in result.items() if k not in ("wall_s", "compile_s", "min_ess_per_s")}
+    timings = ("wall_s", "compile_s", "host_s", "min_ess_per_s")
+    return {k: v for k, v in result.items() if k not in timings}

@@ -62,10 +62,12 @@ def recipe_sampler(row: str) -> Callable[[Any, int, BenchConfig], SamplerOutput]
         stats = result.idata.sample_stats
         sampling_grads = int(stats["n_grad_evals"].values.sum())
         compile_s = result.compile_s  # the warm-up's compilation included
+        tuning = result.idata.tuning
+        host_s = float(np.sum(tuning["tuner_s"].values) + np.sum(tuning["objective_s"].values))
         return SamplerOutput(run_positions(result), result.num_grads - sampling_grads,
                              sampling_grads, wall - compile_s, compile_s,
                              int(stats["diverging"].values.sum()),
-                             _final_setting(result.idata))
+                             _final_setting(result.idata), host_s)
 
     sampler.__name__ = row.replace("-", "_")
     sampler.__doc__ = f"The recipe {recipe!r} with {extra or 'its defaults'}."

@@ -2,9 +2,9 @@
 chains (``vmap``) under ``jit``, with the draws kept in a fixed-size buffer.
 
 The number of steps is a traced value, so changing it never recompiles; the draw buffer is
-sized to a power of two at least the number of kept draws. Executables are cached per
-(target, kernel, chains, capacity, argument signature) and shared by every run on the same
-target object (grids of fixed settings, repeats).
+sized to a power of two at least the number of kept draws. Executables are stored on the
+target (`adaptmc.targets.base.compiled`) per (kernel, chains, capacity, argument signature)
+and shared by every run on the same target object (grids of fixed settings, repeats).
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.kernels.base import Kernel
-from adaptmc.targets.base import Target
+from adaptmc.targets.base import Target, compiled
 
 STEP_FIELDS = ("acceptance_rate", "accepted", "is_divergent", "energy_error", "num_grads")
-
-_COMPILED: dict = {}  # (target, kernel, chains, capacity, argument signature) -> executable
 
 
 class SuperTransitionLoop:
@@ -64,13 +62,13 @@ class SuperTransitionLoop:
             jax.tree.structure(args),
             tuple((leaf.shape, str(leaf.dtype)) for leaf in jax.tree.leaves(args)),
         )
-        cache_key = (self.target, self.kernel, self.num_chains, capacity, signature)
-        if cache_key not in _COMPILED:
+        cache_key = ("super_transition", self.kernel, self.num_chains, capacity, signature)
+        if cache_key not in self.target.programs:
             tick = time.perf_counter()
             fn = jax.jit(jax.vmap(self._one_chain(capacity), in_axes=(0, 0, None, None, None)))
-            _COMPILED[cache_key] = fn.lower(*args).compile()
+            compiled(self.target, cache_key, lambda: fn.lower(*args).compile())
             self.compile_s += time.perf_counter() - tick
-        states, positions, stats, logdensity, totals = _COMPILED[cache_key](*args)
+        states, positions, stats, logdensity, totals = self.target.programs[cache_key](*args)
         # sliced on the host: a device slice compiles again for every new ``num_kept``
         return (
             states,
@@ -122,16 +120,15 @@ class SuperTransitionLoop:
         return one_chain
 
 
-_INIT: dict = {}  # (target, kernel) -> jitted, vmapped kernel.init
 _KEYS: dict = {}  # num_chains -> jitted key derivation
 
 
 def init_states(target: Target, kernel: Kernel, positions):
     """Every chain's kernel state at ``positions: (chains, dim)``, in one compiled call
     (vmapped op by op, each primitive of the model would compile on its own)."""
-    if (target, kernel) not in _INIT:
-        _INIT[target, kernel] = jax.jit(jax.vmap(lambda x: kernel.init(x, target)))
-    return _INIT[target, kernel](positions)
+    init = compiled(target, ("init", kernel),
+                    lambda: jax.jit(jax.vmap(lambda x: kernel.init(x, target))))
+    return init(positions)
 
 
 def super_transition_keys(key, index: int, num_chains: int):

@@ -71,6 +71,8 @@ class Target:
     info: dict = field(default_factory=dict)
     constrain: Callable[[Array], dict[str, Array]] | None = None
     reference: Reference | None = None
+    # compiled programs on this target (`compiled`): they live and die with it
+    programs: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def logdensity_and_grad(self, position: Array) -> tuple[Array, Array]:
         """``position: (dim,) -> (scalar, (dim,))`` through ``jax.value_and_grad``."""
@@ -155,16 +157,21 @@ def make_target(
     return target
 
 
-_COMPILED: dict = {}  # target -> its jitted value_and_grad
+def compiled(target: Target, key: Any, make: Callable[[], Any]) -> Any:
+    """The program ``make()`` stored on ``target`` under ``key``, made on first use: a
+    program compiled for a target is reused by every run on that target object (grids of
+    settings, repeats) and freed with it (a module-level cache would keep every target of a
+    long bench alive)."""
+    if key not in target.programs:
+        target.programs[key] = make()
+    return target.programs[key]
 
 
 def compiled_logdensity_and_grad(target: Target) -> Callable[[Array], tuple[Array, Array]]:
     """The target's ``logdensity_and_grad`` under ``jax.jit``, made once per target: one
     compilation, where evaluating the model op by op compiles each primitive on its own
     (seconds on a large model)."""
-    if target not in _COMPILED:
-        _COMPILED[target] = jax.jit(target.logdensity_and_grad)
-    return _COMPILED[target]
+    return compiled(target, "logdensity_and_grad", lambda: jax.jit(target.logdensity_and_grad))
 
 
 def check_position(target: Target, position: Array, what: str = "position") -> None:
