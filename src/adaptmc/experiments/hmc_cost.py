@@ -61,14 +61,13 @@ def _adaptmc_runner(target, step_size, num_leapfrog, num_chains, num_steps):
 
     params = HMCParams(step_size, num_leapfrog)
     loop = SuperTransitionLoop(target, hmc, num_chains)
-    keys = jax.random.split(jax.random.key(2), num_chains)
+    keys = jax.random.split(jax.random.key(2), num_chains)[:, None]  # one super-transition
     starts = jnp.tile(target.initial_position, (num_chains, 1))
     states = jax.vmap(lambda x: hmc.init(x, target))(starts)
     loop(keys, states, params, num_steps)  # compiles
 
     def call():
-        _, positions, stats, _, _ = loop(keys, states, params, num_steps)
-        positions.block_until_ready()
+        _, positions, stats, _, _ = loop(keys, states, params, num_steps)  # NumPy: waited for
         return float(stats["acceptance_rate"].mean())
 
     return call, loop.compile_s

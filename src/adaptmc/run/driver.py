@@ -177,12 +177,25 @@ def run(
                    checkpoint_every, key_run, run_dir, dict(attrs or {}))
     state = _start(setup, positions, key_init, resume)
     state.total_grads += int(prior_grads) if state.start_index == 0 else 0
-    loop = SuperTransitionLoop(target, kernel, num_chains, max_kept=gradient_budget // thin)
+    loop = SuperTransitionLoop(target, kernel, num_chains, max_kept=gradient_budget // thin,
+                               max_group=_max_group(num_super_transitions, adapt_until,
+                                                    checkpoint_every))
     finished = _advance(setup, state, loop, progress, stop_after)
     if not finished:
         return RunResult(None, state.total_grads, time.perf_counter() - started,
                          loop.compile_s, run_dir)
     return _finish(setup, state, loop, started, seed)
+
+
+def _max_group(num_super_transitions: int, adapt_until: int | None,
+               checkpoint_every: int) -> int:
+    """The most frozen super-transitions one device call runs: those between two
+    checkpoints (the loop also caps the buffer's bytes); 1 when the tuner never freezes.
+    It does not depend on whether a run folder is kept, so a run makes the same draws with
+    and without one."""
+    if adapt_until is None or adapt_until >= num_super_transitions:
+        return 1
+    return min(num_super_transitions - adapt_until, checkpoint_every)
 
 
 def _check_everything(target, kernel, params, tuner, objective, sizes,
@@ -253,25 +266,31 @@ def _start(setup: _Setup, positions, key_init, resume: bool) -> _Progress:
 def _advance(setup: _Setup, state: _Progress, loop, progress: bool,
              stop_after: int | None) -> bool:
     """Run the remaining super-transitions, checkpointing as configured; False when
-    ``stop_after`` stopped the run early (its draws since the last checkpoint are saved)."""
+    ``stop_after`` stopped the run early (its draws since the last checkpoint are saved).
+    Once the tuner is frozen, the super-transitions up to the next checkpoint run as one
+    device call (`_frozen_group`)."""
     bar = None
     if progress:
         bar = callbacks.ProgressBar(setup.num_super_transitions, state.start_index,
                                     setup.kernel.tunables)
     should_stop = callbacks.stop_after(stop_after, state.start_index)
+    index = state.start_index
     try:
-        for index in range(state.start_index, setup.num_super_transitions):
+        while index < setup.num_super_transitions:
             if should_stop(index):
                 if setup.run_dir is not None and state.pending:
                     _checkpoint(setup, state, index)
                 return False
-            step_params, summary, reward = _super_transition(setup, state, loop, index)
-            if bar is not None:
-                bar(step_params, summary, reward)
-            last = index == setup.num_super_transitions - 1
-            done = index + 1 - state.start_index
+            count = _group_size(setup, state, loop, index, stop_after)
+            for step_params, summary, reward in _super_transitions(setup, state, loop, index,
+                                                                   count):
+                if bar is not None:
+                    bar(step_params, summary, reward)
+            index += count
+            done = index - state.start_index
+            last = index == setup.num_super_transitions
             if setup.run_dir is not None and (done % setup.checkpoint_every == 0 or last):
-                _checkpoint(setup, state, index + 1)
+                _checkpoint(setup, state, index)
     finally:
         if bar is not None:
             bar.close()
@@ -281,13 +300,33 @@ def _advance(setup: _Setup, state: _Progress, loop, progress: bool,
     return True
 
 
-def _super_transition(setup: _Setup, state: _Progress, loop, index: int):
-    """Propose, run one super-transition of every chain, score it, update the tuner and
-    record it; returns ``(params, summary, reward)``."""
+def _adapting(setup: _Setup, index: int) -> bool:
+    return setup.adapt_until is None or index < setup.adapt_until
+
+
+def _group_size(setup: _Setup, state: _Progress, loop, index: int,
+                stop_after: int | None) -> int:
+    """Super-transitions to run in one device call from ``index``: one while the tuner
+    adapts; once frozen, up to the next checkpoint (or the end, or ``stop_after``)."""
+    if _adapting(setup, index):
+        return 1
+    done = index - state.start_index
+    ends = [setup.num_super_transitions - index, loop.max_group]
+    if setup.run_dir is not None:
+        ends.append(setup.checkpoint_every - done % setup.checkpoint_every)
+    if stop_after is not None:
+        ends.append(stop_after - done)
+    return max(1, min(ends))
+
+
+def _super_transitions(setup: _Setup, state: _Progress, loop, index: int, count: int):
+    """Propose (or take the frozen setting), run super-transitions ``index`` to ``index +
+    count - 1`` of every chain in one device call, score each, update the tuner (``count``
+    is 1 while it adapts) and record them; returns ``[(params, summary, reward)]``."""
     tuner, kernel, num_chains = setup.tuner, setup.kernel, setup.num_chains
-    key_tune, keys = super_transition_keys(setup.key, index, num_chains)
+    key_tune, keys = super_transition_keys(setup.key, index, num_chains, loop.max_group)
     tick = time.perf_counter()
-    adapting = setup.adapt_until is None or index < setup.adapt_until
+    adapting = _adapting(setup, index)
     if adapting:
         proposal, state.tuner_state = tuner.propose(key_tune, state.tuner_state)
     else:
@@ -305,36 +344,45 @@ def _super_transition(setup: _Setup, state: _Progress, loop, index: int):
             "previous super-transition")
     tick = time.perf_counter()
     state.states, positions, stats, logdensity, totals = loop(
-        keys, state.states, step_params, num_steps, setup.thin
-    )
-    positions, stats = np.asarray(positions), {k: np.asarray(v) for k, v in stats.items()}
-    wall_s = time.perf_counter() - tick
-    spent = int(np.sum(totals[0]))
-    state.total_grads += spent
+        keys, state.states, step_params, num_steps, setup.thin, count)
+    wall_s = (time.perf_counter() - tick) / count
+    out = []
+    for j in range(count):
+        summary, reward, objective_s = _score(
+            setup, positions[:, j], {k: v[:, j] for k, v in stats.items()},
+            tuple(t[:, j] for t in totals), num_steps)
+        state.total_grads += summary["num_grads"]
+        tick = time.perf_counter()
+        if adapting:
+            state.tuner_state = tuner.update(
+                state.tuner_state, proposal, reward, {**summary, "positions": positions[:, j]})
+        values = {"reward": reward, **summary, "num_steps": num_steps,
+                  "num_draws": num_steps // setup.thin, "warmup": index + j < setup.num_warmup,
+                  "wall_s": wall_s, "tuner_s": tuner_s + time.perf_counter() - tick,
+                  "objective_s": objective_s}
+        _record(setup, state, step_params, values)
+        state.pending.append(store.chunk_arrays(
+            index + j, positions[:, j], {k: v[:, j] for k, v in stats.items()},
+            logdensity[:, j], step_params, kernel.tunables))
+        out.append((step_params, summary, reward))
+    return out
 
+
+def _score(setup: _Setup, positions, stats: dict, totals, num_steps: int):
+    """One super-transition's ``(summary, reward, objective seconds)`` from its draws and
+    per-chain totals."""
+    spent = int(np.sum(totals[0]))
     tick = time.perf_counter()
     reward = float("nan")
     if setup.objective is not None:
         reward = float(setup.objective(positions, stats, spent))
     objective_s = time.perf_counter() - tick
-    tick = time.perf_counter()
     summary = {
-        "acceptance_rate": float(np.sum(totals[2]) / (num_steps * num_chains)),
+        "acceptance_rate": float(np.sum(totals[2]) / (num_steps * setup.num_chains)),
         "divergences": int(np.sum(totals[1])),
         "num_grads": spent,
     }
-    if adapting:
-        state.tuner_state = tuner.update(
-            state.tuner_state, proposal, reward, {**summary, "positions": positions}
-        )
-    tuner_s += time.perf_counter() - tick
-    values = {"reward": reward, **summary, "num_steps": num_steps,
-              "num_draws": num_steps // setup.thin, "warmup": index < setup.num_warmup,
-              "wall_s": wall_s, "tuner_s": tuner_s, "objective_s": objective_s}
-    _record(setup, state, step_params, values)
-    state.pending.append(store.chunk_arrays(index, positions, stats, logdensity, step_params,
-                                            kernel.tunables))
-    return step_params, summary, reward
+    return summary, reward, objective_s
 
 
 def _record(setup: _Setup, state: _Progress, step_params, values: dict) -> None:

@@ -23,25 +23,37 @@ STEP_FIELDS = ("acceptance_rate", "accepted", "is_divergent", "energy_error", "n
 
 
 class SuperTransitionLoop:
-    """The jitted, vmapped inner loop of one super-transition, compiled once per buffer
-    capacity and argument signature.
+    """The jitted, vmapped inner loop of up to ``max_group`` consecutive super-transitions of
+    the same parameters, compiled once per buffer capacity and argument signature.
 
-    Calling it with ``(keys: (chains,), states, params, num_steps, thin)`` returns
-    ``(states, positions: (chains, kept, dim), stats: {field: (chains, kept)},
-    logdensity: (chains, kept), totals)``, where ``kept = num_steps // thin`` and ``totals``
-    are per-chain sums over every step (kept or thinned away): gradient evaluations,
-    divergences and acceptance probabilities.
+    Calling it with ``(keys: (chains, max_group), states, params, num_steps, thin, n)`` runs
+    ``n`` super-transitions of ``num_steps`` steps each, the ``j``-th with the chains' keys
+    ``keys[:, j]``, in one device call (``1 <= n <= max_group``), and returns ``(states,
+    positions: (chains, n, kept, dim), stats: {field: (chains, n, kept)}, logdensity:
+    (chains, n, kept), totals)``, where ``kept = num_steps // thin`` and ``totals`` are
+    per-chain, per-super-transition ``(chains, n)`` sums over every step (kept or thinned
+    away): gradient evaluations, divergences and acceptance probabilities.
+
+    ``n`` is a traced value, so a tuning call (``n = 1``) and a frozen chunk (``n`` up to the
+    next checkpoint) run the same executable: a super-transition's draws do not depend on how
+    super-transitions are grouped (a resumed run makes the draws of an uninterrupted one).
     """
 
     # A buffer for the most draws any setting can keep (one step per gradient) means one
     # compilation per run; past this many bytes, buffers are sized per setting instead.
     MAX_BUFFER_BYTES = 256 * 2**20
+    # Grouped super-transitions share one buffer of at most this many bytes.
+    MAX_GROUP_BYTES = 64 * 2**20
 
-    def __init__(self, target: Target, kernel: Kernel, num_chains: int, max_kept: int = 0):
+    def __init__(self, target: Target, kernel: Kernel, num_chains: int, max_kept: int = 0,
+                 max_group: int = 1):
         self.target, self.kernel, self.num_chains = target, kernel, num_chains
         self.bytes_per_draw = num_chains * target.dim * target.initial_position.dtype.itemsize
         fits = self.bytes_per_draw * _power_of_two(max_kept) <= self.MAX_BUFFER_BYTES
         self.min_capacity = max_kept if fits else 0
+        one = self.bytes_per_draw * _power_of_two(max_kept)
+        self.max_group = max(1, min(int(max_group), self.MAX_GROUP_BYTES // max(one, 1))) \
+            if fits else 1
         self.compile_s = 0.0
 
     def capacity(self, num_kept: int) -> int:
@@ -51,13 +63,17 @@ class SuperTransitionLoop:
         rounded = _power_of_two(wanted)
         return rounded if self.bytes_per_draw * rounded <= self.MAX_BUFFER_BYTES else wanted
 
-    def __call__(self, keys, states, params, num_steps: int, thin: int = 1):
+    def __call__(self, keys, states, params, num_steps: int, thin: int = 1,
+                 count: int = 1):
+        """``keys: (chains, max_group)``, of which the first ``count`` are used."""
+        if not 1 <= count <= self.max_group or keys.shape[1] != self.max_group:
+            raise ValueError(f"keys (chains, {self.max_group}) and 1 to {self.max_group} "
+                             f"super-transitions per call, got {keys.shape} and {count}")
         num_kept = num_steps // thin
         capacity = self.capacity(num_kept)
         params = jax.tree.map(jnp.asarray, params)
-        args = (
-            keys, states, params, jnp.asarray(num_steps, jnp.int32), jnp.asarray(thin, jnp.int32)
-        )
+        args = (keys, states, params, jnp.asarray(num_steps, jnp.int32),
+                jnp.asarray(thin, jnp.int32), jnp.asarray(count, jnp.int32))
         signature = (
             jax.tree.structure(args),
             tuple((leaf.shape, str(leaf.dtype)) for leaf in jax.tree.leaves(args)),
@@ -65,56 +81,63 @@ class SuperTransitionLoop:
         cache_key = ("super_transition", self.kernel, self.num_chains, capacity, signature)
         if cache_key not in self.target.programs:
             tick = time.perf_counter()
-            fn = jax.jit(jax.vmap(self._one_chain(capacity), in_axes=(0, 0, None, None, None)))
+            fn = jax.jit(jax.vmap(self._one_chain(capacity),
+                                  in_axes=(0, 0, None, None, None, None)))
             compiled(self.target, cache_key, lambda: fn.lower(*args).compile())
             self.compile_s += time.perf_counter() - tick
         states, positions, stats, logdensity, totals = self.target.programs[cache_key](*args)
         # sliced on the host: a device slice compiles again for every new ``num_kept``
         return (
             states,
-            np.asarray(positions)[:, :num_kept],
-            {k: np.asarray(v)[:, :num_kept] for k, v in stats.items()},
-            np.asarray(logdensity)[:, :num_kept],
-            jax.tree.map(np.asarray, totals),
+            np.asarray(positions)[:, :count, :num_kept],
+            {k: np.asarray(v)[:, :count, :num_kept] for k, v in stats.items()},
+            np.asarray(logdensity)[:, :count, :num_kept],
+            tuple(np.asarray(t)[:, :count] for t in totals),
         )
 
     def _one_chain(self, capacity: int):
-        target, kernel = self.target, self.kernel
+        target, kernel, groups = self.target, self.kernel, self.max_group
 
-        def one_chain(key, state, params, num_steps, thin):
+        def one_chain(keys, state, params, num_steps, thin, count):
             _, info_shape = jax.eval_shape(
-                lambda k, s: kernel.step(k, s, target, params), key, state
+                lambda k, s: kernel.step(k, s, target, params), keys[0], state
             )
-            positions = jnp.zeros((capacity,) + state.position.shape, state.position.dtype)
+            positions = jnp.zeros((groups, capacity) + state.position.shape,
+                                  state.position.dtype)
             stats = {
-                name: jnp.zeros((capacity,), getattr(info_shape, name).dtype)
+                name: jnp.zeros((groups, capacity), getattr(info_shape, name).dtype)
                 for name in STEP_FIELDS
             }
-            logdensity = jnp.zeros((capacity,), state.logdensity.dtype)
+            logdensity = jnp.zeros((groups, capacity), state.logdensity.dtype)
             # totals over every step, kept or thinned away: gradients, divergences, acceptance
-            totals = (jnp.zeros((), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32),
-                      jnp.zeros((), jnp.int32), jnp.zeros((), logdensity.dtype))
+            totals = (jnp.zeros(groups, jnp.int64 if jax.config.jax_enable_x64 else jnp.int32),
+                      jnp.zeros(groups, jnp.int32), jnp.zeros(groups, logdensity.dtype))
 
-            def body(t, carry):
-                state, positions, stats, logdensity, totals = carry
-                state, info = kernel.step(jax.random.fold_in(key, t), state, target, params)
-                keep = (t + 1) % thin == 0
-                slot = jnp.where(keep, t // thin, capacity)  # out of range: dropped
-                positions = positions.at[slot].set(state.position, mode="drop")
-                stats = {
-                    name: stats[name].at[slot].set(getattr(info, name), mode="drop")
-                    for name in stats
-                }
-                logdensity = logdensity.at[slot].set(state.logdensity, mode="drop")
-                totals = (
-                    totals[0] + info.num_grads,
-                    totals[1] + info.is_divergent.astype(jnp.int32),
-                    totals[2] + info.acceptance_rate,
-                )
-                return state, positions, stats, logdensity, totals
+            def group(g, carry):
+                key = keys[g]
+
+                def body(t, carry):
+                    state, positions, stats, logdensity, totals = carry
+                    state, info = kernel.step(jax.random.fold_in(key, t), state, target, params)
+                    keep = (t + 1) % thin == 0
+                    slot = jnp.where(keep, t // thin, capacity)  # out of range: dropped
+                    positions = positions.at[g, slot].set(state.position, mode="drop")
+                    stats = {
+                        name: stats[name].at[g, slot].set(getattr(info, name), mode="drop")
+                        for name in stats
+                    }
+                    logdensity = logdensity.at[g, slot].set(state.logdensity, mode="drop")
+                    totals = (
+                        totals[0].at[g].add(info.num_grads),
+                        totals[1].at[g].add(info.is_divergent.astype(jnp.int32)),
+                        totals[2].at[g].add(info.acceptance_rate),
+                    )
+                    return state, positions, stats, logdensity, totals
+
+                return jax.lax.fori_loop(0, num_steps, body, carry)
 
             return jax.lax.fori_loop(
-                0, num_steps, body, (state, positions, stats, logdensity, totals)
+                0, count, group, (state, positions, stats, logdensity, totals)
             )
 
         return one_chain
@@ -131,17 +154,22 @@ def init_states(target: Target, kernel: Kernel, positions):
     return init(positions)
 
 
-def super_transition_keys(key, index: int, num_chains: int):
-    """``(key_tune, chain_keys: (num_chains,))`` of super-transition ``index``:
-    ``split(fold_in(key, index))`` then the second half split once per chain; one compiled
-    call (the same keys as the three operations run one by one)."""
-    if num_chains not in _KEYS:
+def super_transition_keys(key, index: int, num_chains: int, count: int = 1):
+    """``(key_tune, chain_keys: (num_chains, count))`` of super-transitions ``index`` to
+    ``index + count - 1``: ``split(fold_in(key, i))`` gives super-transition ``i``'s tuner
+    key (returned for ``i = index``) and, split once per chain, its chains' keys; one compiled
+    call (the keys of the operations run one by one)."""
+    if (num_chains, count) not in _KEYS:
         def derive(key, index):
-            key_tune, key_chains = jax.random.split(jax.random.fold_in(key, index))
-            return key_tune, jax.random.split(key_chains, num_chains)
+            def one(i):
+                key_tune, key_chains = jax.random.split(jax.random.fold_in(key, i))
+                return key_tune, jax.random.split(key_chains, num_chains)
 
-        _KEYS[num_chains] = jax.jit(derive)
-    return _KEYS[num_chains](key, jnp.asarray(index, jnp.uint32))
+            tune, chains = jax.vmap(one)(index + jnp.arange(count, dtype=jnp.uint32))
+            return tune[0], jnp.swapaxes(chains, 0, 1)
+
+        _KEYS[num_chains, count] = jax.jit(derive)
+    return _KEYS[num_chains, count](key, jnp.asarray(index, jnp.uint32))
 
 
 def _power_of_two(n: int) -> int:
