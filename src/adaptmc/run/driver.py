@@ -10,6 +10,11 @@ the parameters of the super-transition.
 The loop knows no kernel's parameter names: integer rounding of proposals, the per-draw
 parameter columns and the progress bar come from the kernel's ``tunables``.
 
+Once the tuner is frozen (after ``adapt_until``), the host has nothing to decide between
+super-transitions: those up to the next checkpoint run as one device call (a loop over
+super-transitions inside the compiled program, per-super-transition totals computed there),
+and the host wakes to score, record and checkpoint them.
+
 Every gradient evaluation is counted: one per chain for the initial point, then what each
 step reports. The PRNG key of super-transition ``i`` is ``fold_in(key, i)``, so a run
 resumed from a checkpoint makes exactly the draws of an uninterrupted one.
