@@ -56,6 +56,8 @@ class RssSampler:
         self.sample()
         now = time.perf_counter()
         self.times[self.phase] = now - self.started
+        print(f"{self.phase:>18}: peak RSS {self.peaks[self.phase] / 1e9:.3f} GB  "
+              f"({self.times[self.phase]:.0f} s)", flush=True)
         self.started = now
         self.phase = phase
         self.sample()
@@ -112,10 +114,8 @@ def main() -> None:
                checkpoint_every=args.checkpoint_every, progress=False)
     sampler.stop()
     draws_gib = args.chains * args.super_transitions * args.budget * args.dim * 8 / 2**30
-    print(f"draws: {draws_gib:.2f} GiB of positions")
-    for phase, peak in sampler.peaks.items():
-        if phase != "end":
-            print(f"{phase:>18}: peak RSS {peak / 1e9:.3f} GB  ({sampler.times[phase]:.0f} s)")
+    overall = max(peak for phase, peak in sampler.peaks.items() if phase != "end")
+    print(f"draws: {draws_gib:.2f} GiB of positions; peak RSS of the run {overall / 1e9:.3f} GB")
 
 
 if __name__ == "__main__":

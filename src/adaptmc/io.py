@@ -249,8 +249,8 @@ def load_npz_draws(path: str | os.PathLike, name: str, start: int, stop: int) ->
             if not 0 <= start <= stop <= shape[1]:
                 raise ValueError(f"draws {start}:{stop} outside 0:{shape[1]} of {name!r}")
             out = np.empty((shape[0], stop - start, *shape[2:]), dtype)
-            row = out[0, :1].nbytes  # bytes of one draw
-            for index in range(shape[0]):
+            row = int(np.prod(shape[2:], dtype=int)) * dtype.itemsize  # bytes of one draw
+            for index in range(shape[0] if out.size else 0):
                 fh.seek(data_start + (index * shape[1] + start) * row)
                 if fh.readinto(memoryview(out[index]).cast("B")) != out[index].nbytes:
                     raise ValueError(f"member {name!r} is truncated")

@@ -128,9 +128,10 @@ class _LazyColumns:
     draws, and constrained when it is written), so writing them holds one small block, not
     a checkpoint's chunk."""
 
-    def __init__(self, target, kernel, paths, block_bytes: int = BLOCK_BYTES):
+    def __init__(self, target, kernel, paths, block_bytes: int | None = None):
         from adaptmc.io import npz_headers
 
+        block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
         self.target, self.paths = target, [str(p) for p in paths]
         self.headers = [npz_headers(path) for path in self.paths]
         (self.num_chains, _, dim), dtype = self.headers[0]["positions"]
