@@ -15,6 +15,7 @@ Layout of a run folder::
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -196,6 +197,26 @@ def atomic_savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
     atomic_write(path, lambda fh: np.savez(fh, **{k: np.asarray(v) for k, v in arrays.items()}))
 
 
+def atomic_savez_concatenated(path: Path, pieces: list[dict[str, np.ndarray]]) -> None:
+    """`atomic_savez` of ``{k: np.concatenate([p[k] for p in pieces], axis=1)}`` without
+    making the concatenation: each member is written row by row (first axis) from the
+    pieces, as ``np.savez`` would write it (uncompressed, ``.npy`` format 2.0)."""
+    def write(fh) -> None:
+        with zipfile.ZipFile(fh, "w", allowZip64=True) as archive:
+            for key in pieces[0]:
+                parts = [np.asarray(piece[key]) for piece in pieces]
+                shape = (parts[0].shape[0], sum(p.shape[1] for p in parts), *parts[0].shape[2:])
+                header = {"descr": np.lib.format.dtype_to_descr(parts[0].dtype),
+                          "fortran_order": False, "shape": shape}
+                with archive.open(key + ".npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array_header_2_0(member, header)
+                    for row in range(shape[0]):
+                        for part in parts:
+                            member.write(np.ascontiguousarray(part[row]).data)
+
+    atomic_write(path, write)
+
+
 def load_npz(path: Path) -> dict[str, np.ndarray]:
     """The arrays of an ``.npz`` file, never unpickled; a damaged or truncated file (or one
     holding objects) is a `ValueError` saying so (numpy's advice to allow pickle is never
@@ -216,6 +237,49 @@ def load_npz_member(path: str | os.PathLike, name: str) -> np.ndarray:
     except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as err:
         raise ValueError(f"{str(path)!r} is damaged or not an adaptmc array file "
                          f"({describe_error(err)})") from None
+
+
+def load_npz_draws(path: str | os.PathLike, name: str, start: int, stop: int) -> np.ndarray:
+    """``array[:, start:stop]`` of the member ``name`` of an ``.npz`` file written by
+    `atomic_savez` (stored uncompressed, C order): only those bytes are read, one read per
+    index of the first axis, into one new array (nothing else is allocated)."""
+    try:
+        with open(path, "rb") as fh:
+            shape, dtype, data_start = _stored_npy(fh, name)
+            if not 0 <= start <= stop <= shape[1]:
+                raise ValueError(f"draws {start}:{stop} outside 0:{shape[1]} of {name!r}")
+            out = np.empty((shape[0], stop - start, *shape[2:]), dtype)
+            row = int(np.prod(shape[2:], dtype=int)) * dtype.itemsize  # bytes of one draw
+            for index in range(shape[0] if out.size else 0):
+                fh.seek(data_start + (index * shape[1] + start) * row)
+                if fh.readinto(memoryview(out[index]).cast("B")) != out[index].nbytes:
+                    raise ValueError(f"member {name!r} is truncated")
+        return out
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{str(path)!r} is damaged or not an adaptmc array file "
+                         f"({describe_error(err)})") from None
+
+
+def _stored_npy(fh, name: str) -> tuple[tuple, np.dtype, int]:
+    """``(shape, dtype, offset of the data in the file)`` of the ``.npy`` member ``name`` of
+    the open zip ``fh``; refuses compressed members, Fortran order and Python objects."""
+    with zipfile.ZipFile(fh) as archive:
+        info = archive.getinfo(name + ".npy")
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise ValueError(f"member {name!r} is compressed")
+    fh.seek(info.header_offset)
+    local = fh.read(30)  # the local file header: signature ... name and extra field lengths
+    if len(local) != 30 or local[:4] != b"PK\x03\x04":
+        raise ValueError(f"member {name!r} has no local header")
+    name_length, extra_length = np.frombuffer(local[26:30], dtype="<u2")
+    fh.seek(info.header_offset + 30 + int(name_length) + int(extra_length))
+    major, _ = np.lib.format.read_magic(fh)
+    read = (np.lib.format.read_array_header_1_0 if major == 1
+            else np.lib.format.read_array_header_2_0)
+    shape, fortran_order, dtype = read(fh)
+    if fortran_order or dtype.hasobject or len(shape) < 2:
+        raise ValueError(f"member {name!r} is not a C-order numeric array of draws")
+    return shape, dtype, fh.tell()
 
 
 def npz_headers(path: str | os.PathLike) -> dict[str, tuple[tuple, np.dtype]]:
@@ -256,6 +320,30 @@ def check_npz(path: Path, context: str) -> None:
     if bad is not None:
         raise ValueError(f"{context}: {str(path)!r} is damaged ({bad}); start the run again "
                          "with --force (force=True)")
+
+
+def release_freed_memory() -> None:
+    """Give the memory this process has freed back to the operating system (glibc's
+    ``malloc_trim``; nothing where there is no glibc).
+
+    After a block of up to 32 MiB is freed, glibc raises its mmap threshold and serves the
+    next such blocks (a super-transition's draws, a checkpoint's chunk) from heaps it trims
+    only when their top is free, one heap per thread arena: without this, draws already on
+    disk stay in the resident set (Dask's worker memory documentation describes the same)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim():
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 def describe_error(err: BaseException) -> str:

@@ -4,6 +4,9 @@ group indexed by super-transition."""
 
 from __future__ import annotations
 
+import functools
+import itertools
+import uuid
 import warnings
 
 import jax
@@ -11,6 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.run.store import merge_chunks
+
+# the most bytes of draws a block of a run folder's lazily read columns holds (`_LazyColumns`)
+BLOCK_BYTES = 2**23
 
 # per-draw statistics every kernel reports: InferenceData name <- chunk key
 _STEP_STATS = (
@@ -48,8 +54,9 @@ def to_inference_data(target, kernel, chunks, record, tuner, num_warmup, attrs):
         per-draw parameter columns from the kernel's tunables that name a ``stat``.
     chunks
         Chunk dicts (`adaptmc.run.store.chunk_arrays`), in order, or paths of chunk files:
-        then every array is a Dask array read one chunk file at a time, so writing the
-        InferenceData (`adaptmc.run.store.write_draws`) never holds more than a chunk.
+        then every array is a Dask array in blocks of at most `BLOCK_BYTES`, each read from
+        the chunk files (only its draws) when it is computed, so writing the InferenceData
+        (`adaptmc.run.store.write_draws`) holds a block of draws, not a chunk.
     record
         The tuning record ``{name: (super_transitions,)}``.
     num_warmup
@@ -63,22 +70,22 @@ def to_inference_data(target, kernel, chunks, record, tuner, num_warmup, attrs):
         warnings.simplefilter("ignore", FutureWarning)
         import arviz as az
 
+    num_warm_draws = int(sum(n for n, warm in zip(record["num_draws"], record["warmup"],
+                                                  strict=True) if warm))
+    del num_warmup  # the record's warm-up flags say which draws are warm-up draws
     if chunks and not isinstance(chunks[0], dict):
-        variables, stats = _lazy_columns(target, kernel, chunks)
+        columns = _LazyColumns(target, kernel, chunks)
+        total = columns.offsets[-1]
+        groups = dict(zip(("posterior", "sample_stats"),
+                          columns.between(num_warm_draws, total), strict=True))
+        if num_warm_draws:
+            groups.update(zip(("warmup_posterior", "warmup_sample_stats"),
+                              columns.between(0, num_warm_draws), strict=True))
     else:
         merged = merge_chunks(chunks)
         variables = posterior_variables(target, merged["positions"])
         stats = {name: merged[key] for name, key in _stat_keys(kernel)}
-    num_warm_draws = int(sum(n for n, warm in zip(record["num_draws"], record["warmup"],
-                                                  strict=True) if warm))
-    del num_warmup  # the record's warm-up flags say which draws are warm-up draws
-    groups = {
-        "posterior": {k: v[:, num_warm_draws:] for k, v in variables.items()},
-        "sample_stats": {k: v[:, num_warm_draws:] for k, v in stats.items()},
-    }
-    if num_warm_draws:
-        groups["warmup_posterior"] = {k: v[:, :num_warm_draws] for k, v in variables.items()}
-        groups["warmup_sample_stats"] = {k: v[:, :num_warm_draws] for k, v in stats.items()}
+        groups = _split_warmup(variables, stats, num_warm_draws)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = az.from_dict(**groups, save_warmup=bool(num_warm_draws), attrs=attrs)
@@ -102,33 +109,90 @@ def _stat_keys(kernel) -> list[tuple[str, str]]:
     return keys
 
 
-def _lazy_columns(target, kernel, paths) -> tuple[dict, dict]:
-    """Posterior variables and statistics as Dask arrays over the chunk files ``paths``,
-    each block read (and constrained) when written."""
-    import dask
-    import dask.array as da
+def _split_warmup(variables: dict, stats: dict, num_warm_draws: int) -> dict:
+    """InferenceData groups of in-memory columns: the first ``num_warm_draws`` draws of every
+    chain to the ``warmup_*`` groups (when there are any), the rest to the others."""
+    groups = {
+        "posterior": {k: v[:, num_warm_draws:] for k, v in variables.items()},
+        "sample_stats": {k: v[:, num_warm_draws:] for k, v in stats.items()},
+    }
+    if num_warm_draws:
+        groups["warmup_posterior"] = {k: v[:, :num_warm_draws] for k, v in variables.items()}
+        groups["warmup_sample_stats"] = {k: v[:, :num_warm_draws] for k, v in stats.items()}
+    return groups
 
-    from adaptmc.io import npz_headers
 
-    headers = [npz_headers(path) for path in paths]
-    shape = headers[0]["positions"][0]
-    dtype = headers[0]["positions"][1]
-    template = jax.eval_shape(
-        lambda x: posterior_variables_jax(target, x),
-        jax.ShapeDtypeStruct((shape[0], 1, shape[2]), dtype))
-    variables: dict[str, list] = {name: [] for name in template}
-    stats: dict[str, list] = {name: [] for name, _ in _stat_keys(kernel)}
-    for path, header in zip(paths, headers, strict=True):
-        num_chains, num_draws = header["positions"][0][:2]
-        named = dask.delayed(_constrained_chunk, pure=True)(target, str(path))
-        for name, leaf in template.items():
-            variables[name].append(da.from_delayed(
-                named[name], (num_chains, num_draws, *leaf.shape[2:]), leaf.dtype))
-        for name, key in _stat_keys(kernel):
-            block = dask.delayed(_chunk_column, pure=True)(str(path), key)
-            stats[name].append(da.from_delayed(block, header[key][0], header[key][1]))
-    variables = {k: da.concatenate(v, axis=1) for k, v in variables.items()}
-    return variables, {k: da.concatenate(v, axis=1) for k, v in stats.items()}
+class _LazyColumns:
+    """Posterior variables and statistics of the chunk files ``paths`` as Dask arrays whose
+    blocks hold at most ``block_bytes`` (a block is read from its chunk files, only its
+    draws, and constrained when it is written), so writing them holds one small block, not
+    a checkpoint's chunk."""
+
+    def __init__(self, target, kernel, paths, block_bytes: int | None = None):
+        from adaptmc.io import npz_headers
+
+        block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
+        self.target, self.paths = target, [str(p) for p in paths]
+        self.headers = [npz_headers(path) for path in self.paths]
+        (self.num_chains, _, dim), dtype = self.headers[0]["positions"]
+        self.template = jax.eval_shape(
+            lambda x: posterior_variables_jax(target, x),
+            jax.ShapeDtypeStruct((self.num_chains, 1, dim), dtype))
+        self.offsets = np.cumsum([0] + [h["positions"][0][1] for h in self.headers]).tolist()
+        self.stat_keys = _stat_keys(kernel)
+        # a block of positions and its constrained variables; of statistics, one column
+        per_draw = self.num_chains * dim * dtype.itemsize + sum(
+            int(np.prod(leaf.shape)) * leaf.dtype.itemsize for leaf in self.template.values())
+        self.variable_block = max(1, block_bytes // per_draw)
+        self.stat_block = max(1, block_bytes // (self.num_chains * 8))
+        self.token = uuid.uuid4().hex  # Dask keys without hashing the target per block
+
+    def between(self, start: int, stop: int) -> tuple[dict, dict]:
+        """``(variables, stats)`` of the draws ``start:stop`` of every chain."""
+        import dask
+        import dask.array as da
+
+        variables: dict[str, list] = {name: [] for name in self.template}
+        for first in range(start, stop, self.variable_block):
+            last = min(first + self.variable_block, stop)
+            named = dask.delayed(functools.partial(_constrained_block, self.target))(
+                self.paths, self.pieces(first, last),
+                dask_key_name=f"adaptmc-draws-{self.token}-{first}-{last}")
+            for name, leaf in self.template.items():
+                variables[name].append(da.from_delayed(
+                    named[name], (self.num_chains, last - first, *leaf.shape[2:]), leaf.dtype))
+        stats: dict[str, list] = {name: [] for name, _ in self.stat_keys}
+        for name, key in self.stat_keys:
+            for first in range(start, stop, self.stat_block):
+                last = min(first + self.stat_block, stop)
+                block = dask.delayed(_read_draws)(
+                    self.paths, self.pieces(first, last), key,
+                    dask_key_name=f"adaptmc-{key}-{self.token}-{first}-{last}")
+                stats[name].append(da.from_delayed(
+                    block, (self.num_chains, last - first), self.headers[0][key][1]))
+        return ({k: da.concatenate(v, axis=1) for k, v in variables.items()},
+                {k: da.concatenate(v, axis=1) for k, v in stats.items()})
+
+    def pieces(self, start: int, stop: int) -> list[tuple[int, int, int]]:
+        """``(file index, first draw, end draw)`` in the chunk files of the draws
+        ``start:stop`` of the whole run."""
+        out = []
+        for index, (begin, end) in enumerate(itertools.pairwise(self.offsets)):
+            if max(start, begin) < min(stop, end):
+                out.append((index, max(start, begin) - begin, min(stop, end) - begin))
+        return out
+
+
+def _read_draws(paths: list[str], pieces, key: str) -> np.ndarray:
+    """The chunk arrays ``key`` over ``pieces`` (`_LazyColumns.pieces`), along draws."""
+    from adaptmc.io import load_npz_draws
+
+    parts = [load_npz_draws(paths[index], key, first, end) for index, first, end in pieces]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+
+
+def _constrained_block(target, paths: list[str], pieces) -> dict:
+    return posterior_variables(target, _read_draws(paths, pieces, "positions"))
 
 
 def posterior_variables_jax(target, positions):
@@ -145,18 +209,6 @@ def posterior_variables_jax(target, positions):
 def _leaf_name(path) -> str:
     return ".".join(str(getattr(p, "key", getattr(p, "name", getattr(p, "idx", p))))
                     for p in path) or "x"
-
-
-def _constrained_chunk(target, path: str) -> dict:
-    from adaptmc.io import load_npz_member
-
-    return posterior_variables(target, load_npz_member(path, "positions"))
-
-
-def _chunk_column(path: str, key: str) -> np.ndarray:
-    from adaptmc.io import load_npz_member
-
-    return load_npz_member(path, key)
 
 
 def summary_in_blocks(idata, max_bytes: int = 2**25):

@@ -163,9 +163,12 @@ def load_checkpoint(run_dir: Path, key, states: Any, tuner_state: Any) -> dict |
 
 def write_checkpoint(run_dir: Path, pending: list[dict], num_chunks: int, next_index: int,
                      total_grads: int, states, tuner_state, record: dict, key) -> int:
-    """Write the draws since the last checkpoint as a chunk, then the state (chains, tuner,
-    PRNG key data, counters, tuning record), each atomically; returns the chunk count."""
-    io.atomic_savez(io.chunk_path(run_dir, num_chunks), merge_chunks(pending))
+    """Write the draws since the last checkpoint (``pending``, in order) as a chunk, then
+    the state (chains, tuner, PRNG key data, counters, tuning record), each atomically;
+    returns the chunk count. ``pending`` is emptied (its draws are on disk) and the memory
+    they held given back (`adaptmc.io.release_freed_memory`)."""
+    io.atomic_savez_concatenated(io.chunk_path(run_dir, num_chunks), pending)
+    pending.clear()
     num_chunks += 1
     meta = {"next": next_index, "total_grads": total_grads, "chunks": num_chunks}
     arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
@@ -174,6 +177,7 @@ def write_checkpoint(run_dir: Path, pending: list[dict], num_chunks: int, next_i
     arrays.update(io.tree_to_arrays("tuner", tuner_state))
     arrays.update({f"record/{k}": np.asarray(v) for k, v in record.items()})
     io.atomic_savez(run_dir / io.CHECKPOINT, arrays)
+    io.release_freed_memory()
     return num_chunks
 
 
@@ -204,7 +208,8 @@ def write_draws(run_dir: Path, idata, describe=None):
     """Write the InferenceData to ``draws.nc`` atomically and return it read back lazily.
 
     Its arrays may be Dask arrays over the chunk files: they are written block by block
-    (one chunk in memory at a time), the posterior stored in HDF5 chunks of a few
+    (one block of `adaptmc.run.idata.BLOCK_BYTES` in memory at a time, the memory given
+    back after each group), the posterior stored in HDF5 chunks of a few
     coordinates so that ``describe(lazy_idata)`` (which may set attributes of the root and
     of the tuning group: the summary, computed a few coordinates at a time) reads no more
     than it needs; then the chunk files are deleted (the run folder keeps one copy)."""
@@ -225,6 +230,7 @@ def write_draws(run_dir: Path, idata, describe=None):
                         for name, var in dataset.data_vars.items() if var.ndim >= 2}
             dataset.to_netcdf(str(tmp), mode="a" if tmp.exists() else "w", group=group,
                               engine="h5netcdf", encoding=encoding)
+            io.release_freed_memory()
         lazy = _open_groups(tmp, groups)
         lazy.add_groups({"tuning": idata.tuning})
         lazy.attrs.update(idata.attrs)
@@ -242,14 +248,14 @@ def write_draws(run_dir: Path, idata, describe=None):
 
 
 def _hdf5_chunks(var) -> tuple:
-    """HDF5 chunks over ``(chain, draw, ...)``: every chain, the draws of one Dask block (a
-    checkpoint's chunk: each is written once, whole) at most about 4 MiB, and 8 coordinates
-    of the first event axis, so `adaptmc.run.idata.summary_in_blocks` reads only what it
+    """HDF5 chunks over ``(chain, draw, ...)``: every chain, the draws of one Dask block
+    (each is written once, whole) at most about 4 MiB, and 8 coordinates of the first event
+    axis, so `adaptmc.run.idata.summary_in_blocks` reads only what it
     summarises."""
     shape, itemsize = var.shape, var.dtype.itemsize
     rest = tuple(min(n, 8) if i == 0 else min(n, 1) for i, n in enumerate(shape[2:]))
     per_draw = shape[0] * itemsize * int(np.prod(rest, dtype=int))
-    block = var.chunks[1][0] if var.chunks else shape[1]
+    block = max(var.chunks[1]) if var.chunks else shape[1]
     draws = int(max(1, min(block, 2**22 // max(per_draw, 1))))
     return (shape[0], draws, *rest)
 
