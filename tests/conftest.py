@@ -1,4 +1,6 @@
 import os
+import shutil
+import tempfile
 import warnings
 
 import jax
@@ -6,3 +8,39 @@ import jax
 jax.config.update("jax_enable_x64", True)
 warnings.filterwarnings("ignore", category=FutureWarning)
 os.environ.setdefault("TQDM_DISABLE", "1")
+
+CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
+
+
+def pytest_configure(config):
+    """One JAX compilation cache per test session, made by the main process before the xdist
+    workers start and inherited by them and by every subprocess (CLI runs, Dask workers): a
+    program compiled once in the session (a run and its resumed copy, a bench row and
+    ``adaptmc sample`` with the same options, a primitive both workers run eagerly) is loaded
+    from the cache instead of compiled again. The executable is the one compiled, so results
+    are bit-identical; the folder is new for every session and removed at its end, so nothing
+    carries over between sessions. A cache folder set by the user is used and kept."""
+    if hasattr(config, "workerinput"):  # an xdist worker: the main process set it up
+        folder = os.environ.get(CACHE_VARIABLE)
+    elif os.environ.get(CACHE_VARIABLE):
+        folder = os.environ[CACHE_VARIABLE]
+    else:
+        folder = tempfile.mkdtemp(prefix="adaptmc-test-jax-cache-")
+        config._adaptmc_jax_cache = folder
+        os.environ[CACHE_VARIABLE] = folder
+    if folder:
+        # cache every program, however quick to compile: most of the fast tier's time is
+        # compiling small programs and eager primitives (70 ms each on a loaded 2-core runner)
+        os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+        os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+        jax.config.update("jax_compilation_cache_dir", folder)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                          float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes",
+                          int(os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"]))
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_adaptmc_jax_cache", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -45,7 +45,8 @@ def test_chain_c_uses_split_key_c_and_starts_where_told():
     assert int(one.warmup_grads[0]) == int(both.warmup_grads[1])
 
 
-@pytest.mark.parametrize("budget", [600, 1500])
+# 1500 slow: the same stopping rule as 600, later in the sampling (4 s of compiling)
+@pytest.mark.parametrize("budget", [600, pytest.param(1500, marks=pytest.mark.slow)])
 def test_gradient_budget_stops_each_chain_once_spent(budget):
     result = nuts(TARGET, 1, num_chains=3, num_warmup=50, num_draws=2000,
                   gradient_budget=budget)

@@ -149,8 +149,11 @@ def test_killed_worker_cell_is_retried_and_run_completes(tmp_path, client):
     assert killed not in client.run(os.getpid).values()  # the nanny restarted the worker
 
 
+# slow (12 s each): in the fast tier the rows' common path (`recipe_sampler` running the
+# adaptive-hmc recipe) is held by `test_a_recipe_row_makes_the_draws_of_the_command_line`, and
+# each bandit inside the recipe's run loop by test_tuners.py (`test_run_end_to_end_with_each_tuner`)
 @pytest.mark.parametrize("sampler", [
-    "adaptmc-adaptive-hmc-hedge",
+    pytest.param("adaptmc-adaptive-hmc-hedge", marks=pytest.mark.slow),
     pytest.param("adaptmc-adaptive-hmc-parametric", marks=pytest.mark.slow),
     pytest.param("adaptmc-adaptive-hmc-sir", marks=pytest.mark.slow),
 ])

@@ -197,11 +197,14 @@ def _energy_fn(target):
     return lambda positions: np.asarray(fn(jnp.asarray(positions)))
 
 
+# slow cases: saw without a tuner is held by kawasaki without one (the untuned discrete run)
+# and saw with random search (the same kernel); sir-mixture's state through a checkpoint by
+# test_tuners.py::test_tuner_state_round_trips_through_a_checkpoint
 @pytest.mark.parametrize("kernel, params, tuner", [
-    (saw, SAWParams(4, 0.8), None),
+    pytest.param(saw, SAWParams(4, 0.8), None, marks=pytest.mark.slow),
     (kawasaki, KawasakiParams(), None),
     (saw, SAWParams(4, 0.8), "random"),
-    (saw, SAWParams(4, 0.8), "sir-mixture"),
+    pytest.param(saw, SAWParams(4, 0.8), "sir-mixture", marks=pytest.mark.slow),
 ])
 def test_discrete_run_checkpoints_and_resumes_bit_identically(tmp_path, kernel, params, tuner):
     target = ising.spin_glass_3d(side=4, distance=30)

@@ -1,11 +1,15 @@
 """The robot-arm reproduction runs end to end (Wang 2012, Table 4.1)."""
 
 import json
+import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from adaptmc.experiments import robot_arm as experiment
+
+REFERENCE_DIR = Path(__file__).parent / "data"
 
 SMOKE = experiment.Config(
     num_hidden=4, num_folds=2, num_super_transitions=3, gradient_budget=40, num_seeds=1,
@@ -36,9 +40,16 @@ def check_outputs(out, num_super_transitions):
         assert (out / name).stat().st_size > 1000
 
 
-def test_smoke_experiment_runs_end_to_end(tmp_path):
-    out = tmp_path / "robot-arm"
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """One smoke-size reproduction (seed 0) shared by the tests below: its folder."""
+    out = tmp_path_factory.mktemp("smoke") / "robot-arm"
     assert experiment.run_robot_arm(out, seed=0, config=SMOKE) == 0
+    return out
+
+
+def test_smoke_experiment_runs_end_to_end(smoke_run):
+    out = smoke_run
     check_outputs(out, SMOKE.num_super_transitions)
     # the same gradient budget for the chain that predicts the test set
     results = json.loads((out / "results.json").read_text())
@@ -49,6 +60,21 @@ def test_smoke_experiment_runs_end_to_end(tmp_path):
     assert methods["adaptive"]["network_grads"] == 3 * methods["adaptive"]["num_grads"]
     with pytest.raises(FileExistsError):
         experiment.run_robot_arm(out, seed=0, config=SMOKE)
+
+
+def test_smoke_numbers_are_unchanged(smoke_run):
+    """The robot-arm reproduction (smoke size, seed 0) gives the test errors and rewards it
+    gave before `MLPSpec` took several layers (read back from its ``results.json``: JSON
+    keeps every float exactly)."""
+    stored = json.loads((REFERENCE_DIR / "robot_arm_smoke_reference.json").read_text())
+    results = json.loads((smoke_run / "results.json").read_text())
+    methods = results["seeds"][0]["methods"]
+    assert methods["adaptive"]["test_error"] == stored["adaptive"]
+    assert methods["adaptive"]["ensemble_test_error"] == stored["ensemble"]
+    assert methods["expert"]["test_error"] == stored["expert"]
+    assert [float(r) for r in methods["adaptive"]["tuning"]["reward"]] == stored["rewards"]
+    nuts = methods["nuts"]["test_error"]
+    assert (math.isnan(nuts) and math.isnan(stored["nuts"])) or nuts == stored["nuts"]
 
 
 @pytest.mark.slow
