@@ -172,7 +172,10 @@ def tuner_run(variance: float, name: str, quick: bool, seed: int, run_dir: Path)
                               plan.tuner.init(_key(seed)))
     write_tuning_plots(result.idata, run_dir, box=box if bandit else None)
     tuning = result.idata.tuning
-    best = {"num_leapfrog": int(tuning["num_leapfrog"].values[-1]), **plan.tuner.best(state)}
+    # a tuner that sets the step size only leaves L where the plan put it (not recorded)
+    kept = (int(tuning["num_leapfrog"].values[-1]) if "num_leapfrog" in tuning
+            else num_leapfrog)
+    best = {"num_leapfrog": kept, **plan.tuner.best(state)}
     rewards = np.asarray(tuning["reward"].values, float)
     return {
         "target": f"gauss-2d-v{variance:g}",
