@@ -25,6 +25,7 @@ from adaptmc.tuners.nig import (
     fit_parametric,
     nig_predict,
     nig_update,
+    parametric_predict,
     rbf_features,
 )
 from adaptmc.tuners.schedules import (
@@ -34,6 +35,7 @@ from adaptmc.tuners.schedules import (
     polynomial,
     schedule_from_config,
 )
+from adaptmc.tuners.sir_mixture import mixture_settings, mixture_weights
 from adaptmc.tuners.surrogate import fit_gp
 
 BANDITS = {
@@ -692,3 +694,93 @@ def test_switch_after_warmup_with_num_warmup_freezes_itself():
     assert seen == [{"adapt": 1.0}, {"adapt": 1.0}, {"adapt": 0.0}, {"adapt": 0.0}]
     with pytest.raises(ValueError, match="after >= 0"):
         tuners.freeze(tuners.fixed(), after=-1)
+
+
+# ----------------------------------------------------------------------------- issue 15
+
+
+def _evidence_by_quadrature(prior, features, values):
+    """log p(y) of ``y = b 1 + Phi w + e`` with a flat prior on ``b``, ``w | s2 ~ N(w0, s2
+    V0)`` and ``s2 ~ IG(a0, b0)``, by SciPy quadrature over ``log s2`` of the Gaussian
+    integrals over ``w`` and ``b`` done by hand."""
+    n = len(values)
+    resid = values - features @ prior.w0
+    cov = np.eye(n) + features @ prior.V0 @ features.T
+    cov_inv = np.linalg.inv(cov)
+    ones = np.ones(n)
+    sum_inv = ones @ cov_inv @ ones
+    quad_form = resid @ cov_inv @ resid - (ones @ cov_inv @ resid) ** 2 / sum_inv
+    log_const = -0.5 * np.linalg.slogdet(cov)[1] - 0.5 * np.log(sum_inv)
+
+    def log_integrand(t):  # t = log s2; the Jacobian ds2 = s2 dt
+        s2 = np.exp(t)
+        return (stats.invgamma.logpdf(s2, prior.a0, scale=prior.b0) + t
+                - 0.5 * (n - 1) * np.log(2 * np.pi * s2) - 0.5 * quad_form / s2)
+
+    grid = np.linspace(-12, 8, 4001)
+    peak = np.max(log_integrand(grid))
+    value, _ = integrate.quad(lambda t: np.exp(log_integrand(t) - peak), -12, 8, limit=200,
+                              points=[grid[np.argmax(log_integrand(grid))]])
+    return log_const + peak + np.log(value)
+
+
+def test_parametric_width_integration_matches_scipy_quadrature():
+    """Wang & de Freitas (2011): the RBF width is integrated out by weighting each width of a
+    uniform grid by its marginal likelihood. On a fixed data set the NIG evidence, the width
+    weights and the mixture's predictive mean and sd match a SciPy computation (quadrature
+    over the noise variance; Student-t moments from `scipy.stats.t`)."""
+    rng = np.random.default_rng(15)
+    centres = rng.random((6, 2))
+    points = rng.random((12, 2))
+    values = np.sin(3 * points[:, 0]) + points[:, 1] ** 2 + 0.05 * rng.normal(size=12)
+    widths = (0.1, 0.3, 0.6)
+    prior = NIGPrior(5.0, 10.0, np.zeros(6), 5.0 * np.eye(6))
+    model = fit_parametric(points, values, centres, widths=widths, prior=prior)
+
+    log_ev = np.array([_evidence_by_quadrature(prior, rbf_features(points, centres, h), values)
+                       for h in widths])
+    np.testing.assert_allclose([p.log_evidence for p in model.posteriors], log_ev, atol=1e-6)
+    expected = np.exp(log_ev - log_ev.max())
+    np.testing.assert_allclose(model.weights, expected / expected.sum(), rtol=1e-6)
+    assert math.isclose(model.weights.sum(), 1.0)
+
+    query = rng.random((4, 2))
+    mean, sd = parametric_predict(model, query)
+    locs, variances = [], []
+    for h, post in zip(widths, model.posteriors, strict=True):
+        loc, scale, dof = nig_predict(post, rbf_features(query, centres, h))
+        locs.append(loc)
+        variances.append(stats.t(dof, loc=loc, scale=scale).var())
+    locs, variances = np.array(locs), np.array(variances)
+    mixture_mean = model.weights @ locs
+    mixture_var = model.weights @ (variances + locs**2) - mixture_mean**2
+    np.testing.assert_allclose(mean, mixture_mean, rtol=1e-10)
+    np.testing.assert_allclose(sd, np.sqrt(mixture_var), rtol=1e-8)
+
+
+def test_sir_mixture_weights_sum_to_one_and_its_draws_follow_them():
+    """The SIR mixture (Mahendran et al. 2012, Sec. 4): candidates are resampled with weights
+    ``∝ exp(mu / T)`` under the GP mean; the weights sum to one, match that formula, and the
+    resampled settings' counts pass a chi-square test against them (p > 0.001)."""
+    box = make_box({"step_size": (0.01, 0.3), "num_leapfrog": (1, 100)})
+    state = {"points": np.array([[0.05, 10.0], [0.2, 50.0], [0.25, 90.0]]),
+             "rewards": np.array([0.1, 0.9, 0.4]), "failed": np.zeros(3, bool)}
+    state = {**tuners.gp_ucb(box).init(None), **state}
+    num_candidates, num_draws, temperature = 6, 20000, 0.3
+    candidates = snap_unit(box, np.random.default_rng(3).random((num_candidates, 2)))
+    weights = mixture_weights(box, state, candidates, temperature, 0.2, 0.1, 0.01)
+    assert math.isclose(weights.sum(), 1.0, rel_tol=1e-12)
+    mu = gp_predict(fit_gp(box, state), candidates)[0] / temperature
+    np.testing.assert_allclose(weights, np.exp(mu) / np.exp(mu).sum(), rtol=1e-10)
+    assert weights.max() / weights.min() > 2  # not uniform: the test can tell them apart
+
+    draws = mixture_settings(box, state, np.random.default_rng(3), num_draws, temperature,
+                             num_candidates, 0.2, 0.1, 0.01)
+    points = from_unit(box, candidates)
+    index = np.argmin(np.abs(draws[:, None, :] - points[None]).sum(-1), axis=1)
+    np.testing.assert_allclose(draws, points[index])
+    counts = np.bincount(index, minlength=num_candidates)
+    assert stats.chisquare(counts, num_draws * weights).pvalue > 1e-3
+    # a wrong weighting (uniform) is rejected by the same test
+    assert stats.chisquare(counts, np.full(num_candidates, num_draws / num_candidates)
+                           ).pvalue < 1e-3

@@ -1,7 +1,10 @@
-"""MacKay's robot-arm regression problem, generated exactly as MacKay (1992) and Neal (1996).
+"""MacKay's robot-arm regression problem: fresh draws from MacKay's and Neal's generative
+process, not their data sets.
 
 MacKay (1992), "A practical Bayesian framework for backpropagation networks"; Neal
-(1996), "Bayesian Learning for Neural Networks", Ch. 3 (the same generator):
+(1996), "Bayesian Learning for Neural Networks", Ch. 3 describe the process below; each seed
+draws a new training and test set from it, so a test error differs from the published ones
+by the noise of the draw (`true_function_error` gives each draw's floor):
 
 - ``x1`` uniform on ``[-1.932, -0.453] U [0.453, 1.932]``, ``x2`` uniform on
   ``[0.534, 3.142]``;

@@ -22,19 +22,28 @@ from adaptmc.tuners.schedules import Schedule
 from adaptmc.tuners.surrogate import NOISE_VAR, SIGNAL_VAR, GPConfig, fit_gp
 
 
+def mixture_weights(box: Box, state: dict, candidates: np.ndarray, temperature: float,
+                    alpha: float, signal_var: float, noise_var: float) -> np.ndarray:
+    """Resampling weights ``(M,)`` of the unit-cube ``candidates: (M, d)``, ``∝ exp(mu(x) /
+    temperature)`` under the GP mean fitted to ``state`` (uniform when it is empty); they sum
+    to one."""
+    if len(state["rewards"]) == 0:
+        return np.full(len(candidates), 1.0 / len(candidates))
+    post = fit_gp(box, state, GPConfig(alpha, signal_var, noise_var))
+    mu = gp_predict(post, candidates)[0] / temperature
+    weights = np.exp(mu - mu.max())
+    return weights / weights.sum()
+
+
 def mixture_settings(box: Box, state: dict, rng: np.random.Generator, num_settings: int,
                      temperature: float, num_candidates: int, alpha: float,
                      signal_var: float, noise_var: float) -> np.ndarray:
-    """``(num_settings, d)`` box points resampled from uniform candidates with weights
-    ``exp(mu / temperature)`` under the GP fitted to ``state`` (uniform when it is empty)."""
+    """``(num_settings, d)`` box points resampled from ``num_candidates`` uniform candidates
+    (the generator's first draw) with `mixture_weights`."""
     candidates = snap_unit(box, rng.random((num_candidates, box.dim)))
-    if len(state["rewards"]) == 0:
-        weights = np.ones(num_candidates)
-    else:
-        post = fit_gp(box, state, GPConfig(alpha, signal_var, noise_var))
-        mu = gp_predict(post, candidates)[0] / temperature
-        weights = np.exp(mu - mu.max())
-    picks = rng.choice(num_candidates, size=num_settings, p=weights / weights.sum())
+    weights = mixture_weights(box, state, candidates, temperature, alpha, signal_var,
+                              noise_var)
+    picks = rng.choice(num_candidates, size=num_settings, p=weights)
     return from_unit(box, candidates[picks])
 
 
