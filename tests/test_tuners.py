@@ -490,7 +490,9 @@ def test_cli_builds_each_tuner(name):
     ])
     plan = build("manual", adaptmc.targets.get_target("gauss-2d-v1"), **recipe_options(args))
     tuner = plan.tuner
-    assert tuner.name == name and plan.objective is adaptmc.objectives.autocorrelation_score
+    bandit = name != "dual-averaging"  # a bandit's box shrinks while every reward fails
+    assert tuner.name == (f"shrink+{name}" if bandit else name)
+    assert plan.objective is adaptmc.objectives.autocorrelation_score
     proposal, _ = tuner.propose(jax.random.key(0), tuner.init(jax.random.key(1)))
     if name != "dual-averaging":
         assert 0.02 <= proposal["step_size"] <= 0.5 and 1 <= proposal["num_leapfrog"] <= 100
@@ -692,3 +694,77 @@ def test_switch_after_warmup_with_num_warmup_freezes_itself():
     assert seen == [{"adapt": 1.0}, {"adapt": 1.0}, {"adapt": 0.0}, {"adapt": 0.0}]
     with pytest.raises(ValueError, match="after >= 0"):
         tuners.freeze(tuners.fixed(), after=-1)
+
+
+# ----------------------------------------------------------------------- shrink on failure
+
+def _shrinking(initial=None):
+    box = make_box({"step_size": (1.0, 10.0), "num_leapfrog": (1, 20)},
+                   integer=("num_leapfrog",), log=("step_size", "num_leapfrog"))
+    return tuners.shrink_on_failure(lambda b, first: tuners.gp_ucb(b, initial=first), box,
+                                    initial=initial)
+
+
+def test_nan_rewards_shrink_the_step_range_below_each_failure():
+    """Every failure at ``eps_f`` cuts the step's range to ``[min(lower, eps_f / 10), eps_f]``
+    and the next proposal lies in that range."""
+    tuner = _shrinking(initial={"step_size": 3.0, "num_leapfrog": 5})
+    state = tuner.init(jax.random.key(0))
+    lower, upper = 1.0, 10.0
+    for i in range(6):
+        proposal, state = tuner.propose(jax.random.key(i), state)
+        eps = proposal["step_size"]
+        assert lower * (1 - 1e-9) <= eps <= upper * (1 + 1e-9), (i, eps, lower, upper)
+        assert 1 <= proposal["num_leapfrog"] <= 20
+        if i == 0:
+            assert proposal == {"step_size": 3.0, "num_leapfrog": 5}
+        state = tuner.update(state, proposal, float("nan"), {"divergences": 4})
+        lower, upper = min(lower, eps / 10), eps
+        np.testing.assert_allclose(state["lower"][0], lower)
+        np.testing.assert_allclose(state["upper"][0], upper)
+    assert upper < 1.0  # the step has left the box given, downwards
+    facts = tuner.describe(state)
+    assert facts["wrapper"] == "shrink_on_failure" and len(facts["shrinks"]) == 6
+    assert facts["box_given"]["upper"][0] == 10.0
+    np.testing.assert_allclose(facts["shrinks"][-1]["upper"][0], upper)
+    np.testing.assert_allclose(innermost(facts)["box"]["upper"][0], upper)  # the plots' box
+    assert lower <= tuner.best(state)["step_size"] <= upper  # never the failed first setting
+
+
+def test_a_scored_reward_stops_the_shrinking():
+    tuner = _shrinking()
+    state = tuner.init(jax.random.key(1))
+    proposal, state = tuner.propose(jax.random.key(0), state)
+    state = tuner.update(state, proposal, float("nan"), {"divergences": 1})
+    assert int(state["shrinks"]) == 1
+    proposal, state = tuner.propose(jax.random.key(1), state)
+    state = tuner.update(state, proposal, 0.5, {"divergences": 0})
+    box = (state["lower"].copy(), state["upper"].copy())
+    for i in range(2, 6):
+        proposal, state = tuner.propose(jax.random.key(i), state)
+        state = tuner.update(state, proposal, float("nan"), {"divergences": 2})
+    assert int(state["shrinks"]) == 1
+    np.testing.assert_array_equal(state["lower"], box[0])
+    np.testing.assert_array_equal(state["upper"], box[1])
+    assert len(state["inner"]["rewards"]) == 5  # the policy learns from the failures instead
+
+
+def test_shrinking_state_round_trips_through_a_checkpoint(tmp_path):
+    tuner = _shrinking()
+    state, template = tuner.init(jax.random.key(2)), tuner.init(jax.random.key(2))
+    for i in range(3):
+        proposal, state = tuner.propose(jax.random.key(i), state)
+        state = tuner.update(state, proposal, float("nan") if i < 2 else 1.0, {})
+    io.atomic_savez(tmp_path / "ckpt.npz", io.tree_to_arrays("tuner", state))
+    loaded = io.arrays_to_tree("tuner", io.load_npz(tmp_path / "ckpt.npz"), template)
+    key = jax.random.key(9)
+    assert tuner.propose(key, loaded)[0] == tuner.propose(key, state)[0]
+    assert tuner.describe(loaded) == tuner.describe(state)
+
+
+def test_shrink_on_failure_rejects_a_box_it_cannot_shrink():
+    box = make_box({"a": (0.0, 1.0)})
+    with pytest.raises(ValueError, match="does not have"):
+        tuners.shrink_on_failure(lambda b, first: tuners.gp_ucb(b), box)
+    with pytest.raises(ValueError, match="must be positive"):
+        tuners.shrink_on_failure(lambda b, first: tuners.gp_ucb(b), box, name="a")

@@ -14,8 +14,10 @@
    jitter (Neal 2011, Sec. 5.4.2.2) randomises every trajectory's length, so a fixed ``L``
    cannot resonate with a period of the dynamics.
 3. **Sampling**: the bandit's best setting by posterior mean among the settings it measured
-   that never diverged (the warm-up's own setting if every one did), frozen; the draws of
-   the tuning super-transitions are not kept, their gradients are counted.
+   that never diverged, frozen; while every setting tried has diverged, the step's range
+   shrinks below the smallest failure (`adaptmc.tuners.shrink_on_failure`), so the bandit
+   does not freeze on a setting it never saw work. The draws of the tuning
+   super-transitions are not kept, their gradients are counted.
 
 The super-transition budget is ``max(400, 20 L_median, 8 L_max)`` gradients, so that every
 setting of the box makes at least eight draws per chain and the typical one twenty; the

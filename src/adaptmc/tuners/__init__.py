@@ -23,6 +23,9 @@ inner facts under ``"inner"``, and `chain` applies several, innermost first::
 - `mass_adaptation` (`adaptmc.tuners.mass`): mass matrix and step size during warm-up,
   then the inner tuner;
 - `freeze` (`adaptmc.tuners.freeze`): after ``after`` updates, ``inner.best`` forever;
+- `shrink_on_failure` (`adaptmc.tuners.shrink`): while every reward is NaN, the step's range
+  shrinks below the smallest failed step and the policy starts afresh in it (it wraps a
+  policy-maker, ``make(box, initial)``, since the policy's box is what changes);
 - `switch_after_warmup` (`adaptmc.tuners.warmup`): the burn-in switch of kernels that adapt
   inside each step (``during`` until frozen, then ``after``; ``num_warmup`` wraps it in
   `freeze`).
@@ -35,6 +38,7 @@ from adaptmc.tuners.freeze import freeze
 from adaptmc.tuners.mass import mass_adaptation
 from adaptmc.tuners.policies import gp_ucb, hedge, parametric, random_search, sir
 from adaptmc.tuners.schedules import SCHEDULES, constant, exponential, geometric, polynomial
+from adaptmc.tuners.shrink import shrink_on_failure
 from adaptmc.tuners.step_size import dual_averaging_tuner
 from adaptmc.tuners.surrogate import normalise_rewards
 from adaptmc.tuners.warmup import switch_after_warmup
@@ -62,6 +66,7 @@ __all__ = [
     "parse_box",
     "polynomial",
     "random_search",
+    "shrink_on_failure",
     "sir",
     "switch_after_warmup",
 ]
