@@ -29,7 +29,7 @@ def test_bandit_hmc_is_manual_with_its_options():
     manual = recipes.manual(target, kernel="hmc", jitter=0.2, tuner="gp-ucb",
                             objective="esjd-sqrt-l", warmup=8, adapt_until=8, adapt_mass="diag",
                             mass_warmup=5, **SMALL)
-    assert named.tuner.name == manual.tuner.name == "mass+shrink+gp-ucb"
+    assert named.tuner.name == manual.tuner.name == "mass+moving-box+gp-ucb"
     assert named.plot_skip == manual.plot_skip == 4
     a = run_plan(target, named, chains=2, seed=3, progress=False)
     b = run_plan(target, manual, chains=2, seed=3, progress=False)
@@ -228,8 +228,8 @@ def test_a_box_far_too_large_shrinks_until_moves_are_accepted():
     plan = recipes.manual(target, kernel="hmc", jitter=0.2, tuner="gp-ucb", box=box, **run)
     idata = run_plan(target, plan, chains=4, seed=7, progress=False).idata
     facts = find_wrapper(json.loads(idata.tuning.attrs["tuner_config"]),
-                         "shrink_on_failure")
-    assert len(facts["shrinks"]) >= 2 and facts["shrinks"][-1]["upper"][0] < 1.0
+                         "moving_box")
+    assert len(facts["moves"]) >= 2 and facts["moves"][-1]["upper"][0] < 1.0
     assert float(idata.sample_stats["acceptance_rate"].mean()) > 0.3
     z_mean, z_var = moment_z_scores(_draws(idata), 0.0, 1e-4)
     assert np.all(np.abs(z_mean) < 4) and np.all(np.abs(z_var) < 4), (z_mean, z_var)

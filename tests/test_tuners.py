@@ -491,7 +491,7 @@ def test_cli_builds_each_tuner(name):
     plan = build("manual", adaptmc.targets.get_target("gauss-2d-v1"), **recipe_options(args))
     tuner = plan.tuner
     bandit = name != "dual-averaging"  # a bandit's box shrinks while every reward fails
-    assert tuner.name == (f"shrink+{name}" if bandit else name)
+    assert tuner.name == (f"moving-box+{name}" if bandit else name)
     assert plan.objective is adaptmc.objectives.autocorrelation_score
     proposal, _ = tuner.propose(jax.random.key(0), tuner.init(jax.random.key(1)))
     if name != "dual-averaging":
@@ -696,12 +696,12 @@ def test_switch_after_warmup_with_num_warmup_freezes_itself():
         tuners.freeze(tuners.fixed(), after=-1)
 
 
-# ----------------------------------------------------------------------- shrink on failure
+# ------------------------------------------------------------------------------ moving box
 
 def _shrinking(initial=None):
     box = make_box({"step_size": (1.0, 10.0), "num_leapfrog": (1, 20)},
                    integer=("num_leapfrog",), log=("step_size", "num_leapfrog"))
-    return tuners.shrink_on_failure(lambda b, first: tuners.gp_ucb(b, initial=first), box,
+    return tuners.moving_box(lambda b, first: tuners.gp_ucb(b, initial=first), box,
                                     initial=initial)
 
 
@@ -724,9 +724,10 @@ def test_nan_rewards_shrink_the_step_range_below_each_failure():
         np.testing.assert_allclose(state["upper"][0], upper)
     assert upper < 1.0  # the step has left the box given, downwards
     facts = tuner.describe(state)
-    assert facts["wrapper"] == "shrink_on_failure" and len(facts["shrinks"]) == 6
+    assert facts["wrapper"] == "moving_box" and len(facts["moves"]) == 6
+    assert {move["rule"] for move in facts["moves"]} == {"shrink"}
     assert facts["box_given"]["upper"][0] == 10.0
-    np.testing.assert_allclose(facts["shrinks"][-1]["upper"][0], upper)
+    np.testing.assert_allclose(facts["moves"][-1]["upper"][0], upper)
     np.testing.assert_allclose(innermost(facts)["box"]["upper"][0], upper)  # the plots' box
     assert lower <= tuner.best(state)["step_size"] <= upper  # never the failed first setting
 
@@ -762,9 +763,47 @@ def test_shrinking_state_round_trips_through_a_checkpoint(tmp_path):
     assert tuner.describe(loaded) == tuner.describe(state)
 
 
-def test_shrink_on_failure_rejects_a_box_it_cannot_shrink():
+def test_moving_box_rejects_a_box_it_cannot_shrink():
     box = make_box({"a": (0.0, 1.0)})
     with pytest.raises(ValueError, match="does not have"):
-        tuners.shrink_on_failure(lambda b, first: tuners.gp_ucb(b), box)
+        tuners.moving_box(lambda b, first: tuners.gp_ucb(b), box)
     with pytest.raises(ValueError, match="must be positive"):
-        tuners.shrink_on_failure(lambda b, first: tuners.gp_ucb(b), box, name="a")
+        tuners.moving_box(lambda b, first: tuners.gp_ucb(b), box, name="a")
+
+
+def test_an_edge_holding_the_best_setting_extends_at_mid_tuning():
+    """Rewards rising toward small L: the best setting lies at the box's lower L edge after
+    ``extend_after`` updates, so that edge moves out by half the log span (L from 4 to 2 in
+    [4, 16], within the limit of 1), the policy keeps its observations, and later proposals
+    reach the new range; an interior best extends nothing."""
+    box = make_box({"step_size": (0.1, 0.4), "num_leapfrog": (4, 16)},
+                   integer=("num_leapfrog",), log=("step_size", "num_leapfrog"))
+
+    def make():
+        return tuners.moving_box(lambda b, first: tuners.gp_ucb(b, initial=first), box,
+                                 initial={"step_size": 0.2, "num_leapfrog": 8}, extend_after=6,
+                                 limits={"num_leapfrog": (1, 20)})
+
+    def play(reward, steps):
+        tuner = make()
+        state, seen = tuner.init(jax.random.key(3)), []
+        for i in range(steps):
+            proposal, state = tuner.propose(jax.random.key(i), state)
+            seen.append(proposal)
+            state = tuner.update(state, proposal, reward(proposal), {"divergences": 0})
+        return tuner, state, seen
+
+    tuner, state, seen = play(lambda p: 10.0 / p["num_leapfrog"] - abs(p["step_size"] - 0.2),
+                              14)
+    facts = tuner.describe(state)
+    assert [move["rule"] for move in facts["moves"]] == ["extend"]
+    assert facts["moves"][0]["after_updates"] == 6
+    np.testing.assert_allclose(state["lower"], [0.1, 2.0])
+    np.testing.assert_allclose(state["upper"], [0.4, 16.0])
+    assert len(state["inner"]["rewards"]) == 14  # kept across the extension
+    assert min(p["num_leapfrog"] for p in seen[6:]) < 4
+    assert innermost(facts)["box"]["lower"][1] == 2.0
+
+    _, state, _ = play(lambda p: -abs(np.log(p["num_leapfrog"] / 8)) - abs(p["step_size"] - 0.2),
+                       8)
+    assert len(state["events"]) == 0

@@ -15,7 +15,7 @@
    cannot resonate with a period of the dynamics.
 3. **Sampling**: the bandit's best setting by posterior mean among the settings it measured
    that never diverged, frozen; while every setting tried has diverged, the step's range
-   shrinks below the smallest failure (`adaptmc.tuners.shrink_on_failure`), so the bandit
+   shrinks below the smallest failure (`adaptmc.tuners.moving_box`), so the bandit
    does not freeze on a setting it never saw work. The draws of the tuning
    super-transitions are not kept, their gradients are counted.
 
