@@ -51,7 +51,7 @@ def test_a_converged_run_has_no_warning():
 
 
 @pytest.mark.parametrize("case, message", [
-    ("rhat", "max R-hat"), ("divergent", "divergent transitions after warm-up"),
+    ("rhat", "max R-hat"), ("divergent", "divergent transitions in the sampling phase"),
     ("ess", "robust min ESS"), ("nan", "every tuning reward was NaN"),
     ("edge", "lies at the edge of the search box"),
 ])
@@ -92,3 +92,57 @@ def test_summary_of_many_draws_takes_seconds():
     text = diagnostics.format_summary(idata)
     assert time.perf_counter() - tick < 20.0
     assert "robust min ESS" in text
+
+
+def _phased_idata(warmup, tuning, sampling):
+    """A run record: ``warmup`` divergences in the recipe's warm-up attr, then two tuning
+    super-transitions and two sampling ones with the given divergence counts."""
+    import json
+
+    rng = np.random.default_rng(5)
+    idata = _idata(rng.normal(size=(4, 1000, 2)), rewards=[0.1, 0.2, 0.3, 0.3])
+    idata.tuning["divergences"] = ("super_transition", np.array([*tuning, *sampling]))
+    idata.tuning["warmup"] = ("super_transition", np.array([True, True, False, False]))
+    idata.posterior.attrs["warmup"] = json.dumps({"divergences": warmup, "step_size": 0.1})
+    return idata
+
+
+def test_divergences_are_counted_and_reported_per_phase():
+    idata = _phased_idata(3, [2, 1], [0, 4])
+    assert diagnostics.divergences_by_phase(idata) == {"warmup": 3, "tuning": 3, "sampling": 4}
+    found = diagnostics.convergence_warnings(idata)
+    assert any("4 divergent transitions in the sampling phase" in w and "had 3 and 3" in w
+               for w in found), found
+    assert "divergences: warmup 3  tuning 3  sampling 4" in diagnostics.format_summary(idata)
+
+
+def test_divergences_before_sampling_are_no_warning():
+    """The bandit tries settings that diverge and never freezes on them; a warm-up diverges
+    while it finds its step: neither makes the kept draws suspect."""
+    idata = _phased_idata(7, [5, 0], [0, 0])
+    assert diagnostics.divergences_by_phase(idata) == {"warmup": 7, "tuning": 5, "sampling": 0}
+    assert diagnostics.convergence_warnings(idata) == []
+
+
+def test_a_run_records_its_divergences_per_phase():
+    """A run whose step is unstable for half its trajectories (eps = 2 on N(0, 1), jittered
+    by +-50%: leapfrog is unstable above eps = 2) diverges in every phase; the counts in
+    ``attrs["divergences"]`` are the tuning record's, split by its warm-up flags."""
+    import json
+
+    from adaptmc.kernels import HMCParams, hmc
+    from adaptmc.run import run
+    from adaptmc.targets import gaussian
+
+    result = run(gaussian(np.zeros(2), np.eye(2)), hmc,
+                 HMCParams(step_size=2.0, num_leapfrog=5, jitter=0.5),
+                 num_super_transitions=4, gradient_budget=100, num_chains=2, num_warmup=2,
+                 seed=6, progress=False, attrs={"warmup": json.dumps({"divergences": 9})})
+    counts = json.loads(result.idata.attrs["divergences"])
+    record = result.idata.tuning
+    tuned = np.asarray(record["warmup"].values, bool)
+    divergent = np.asarray(record["divergences"].values)
+    assert counts == {"warmup": 9, "tuning": int(divergent[tuned].sum()),
+                      "sampling": int(divergent[~tuned].sum())}
+    assert counts["tuning"] > 0 and counts["sampling"] > 0
+    assert any("in the sampling phase" in w for w in json.loads(result.idata.attrs["warnings"]))

@@ -50,3 +50,24 @@ def test_chees_gives_nothing_for_antithetic_jumps_and_something_for_real_ones():
     stats = {"is_divergent": np.zeros((1, draws), bool)}
     value = objectives.chees_per_grad(independent, stats, draws)
     assert math.isclose(value, dim, rel_tol=0.03)
+
+
+def test_lag_one_ess_credits_independent_draws_not_antithetic_or_diffusive_ones():
+    """Independent draws score 1000 per 1000 gradients at one gradient per draw; x -> -x
+    scores nothing (x^2 never moves); an AR(1) chain with rho = 0.8 (a diffusive move)
+    scores (1 - 0.8) / (1 + 0.8) of that, for x and x^2 alike (x^2's lag-one autocorrelation
+    is rho^2 = 0.64, the larger factor, so x decides)."""
+    rng = np.random.default_rng(3)
+    chains, draws, dim = 4, 50_000, 3
+    stats = {"is_divergent": np.zeros((chains, draws), bool)}
+    independent = rng.normal(size=(chains, draws, dim)) * np.array([1.0, 100.0, 0.01])
+    value = objectives.lag_one_ess_per_grad(independent, stats, chains * draws)
+    assert math.isclose(value, 1000.0, rel_tol=0.03), value
+    flips = {"is_divergent": np.zeros((2, 8), bool)}
+    assert objectives.lag_one_ess_per_grad(_alternating(2, 8, 3), flips, 2 * 8) == 0.0
+    ar = np.zeros((chains, draws, dim))
+    noise = rng.normal(size=(chains, draws, dim)) * np.sqrt(1 - 0.8**2)
+    for t in range(1, draws):
+        ar[:, t] = 0.8 * ar[:, t - 1] + noise[:, t]
+    value = objectives.lag_one_ess_per_grad(ar, stats, chains * draws)
+    assert math.isclose(value, 1000.0 * 0.2 / 1.8, rel_tol=0.05), value

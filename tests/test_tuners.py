@@ -492,7 +492,9 @@ def test_cli_builds_each_tuner(name):
     ])
     plan = build("manual", adaptmc.targets.get_target("gauss-2d-v1"), **recipe_options(args))
     tuner = plan.tuner
-    assert tuner.name == name and plan.objective is adaptmc.objectives.autocorrelation_score
+    bandit = name != "dual-averaging"  # a bandit's box shrinks while every reward fails
+    assert tuner.name == (f"moving-box+{name}" if bandit else name)
+    assert plan.objective is adaptmc.objectives.autocorrelation_score
     proposal, _ = tuner.propose(jax.random.key(0), tuner.init(jax.random.key(1)))
     if name != "dual-averaging":
         assert 0.02 <= proposal["step_size"] <= 0.5 and 1 <= proposal["num_leapfrog"] <= 100
@@ -784,3 +786,116 @@ def test_sir_mixture_weights_sum_to_one_and_its_draws_follow_them():
     # a wrong weighting (uniform) is rejected by the same test
     assert stats.chisquare(counts, np.full(num_candidates, num_draws / num_candidates)
                            ).pvalue < 1e-3
+
+
+# ------------------------------------------------------------------------------ moving box
+
+def _shrinking(initial=None):
+    box = make_box({"step_size": (1.0, 10.0), "num_leapfrog": (1, 20)},
+                   integer=("num_leapfrog",), log=("step_size", "num_leapfrog"))
+    return tuners.moving_box(lambda b, first: tuners.gp_ucb(b, initial=first), box,
+                                    initial=initial)
+
+
+def test_nan_rewards_shrink_the_step_range_below_each_failure():
+    """Every failure at ``eps_f`` cuts the step's range to ``[min(lower, eps_f / 10), eps_f]``
+    and the next proposal lies in that range."""
+    tuner = _shrinking(initial={"step_size": 3.0, "num_leapfrog": 5})
+    state = tuner.init(jax.random.key(0))
+    lower, upper = 1.0, 10.0
+    for i in range(6):
+        proposal, state = tuner.propose(jax.random.key(i), state)
+        eps = proposal["step_size"]
+        assert lower * (1 - 1e-9) <= eps <= upper * (1 + 1e-9), (i, eps, lower, upper)
+        assert 1 <= proposal["num_leapfrog"] <= 20
+        if i == 0:
+            assert proposal == {"step_size": 3.0, "num_leapfrog": 5}
+        state = tuner.update(state, proposal, float("nan"), {"divergences": 4})
+        lower, upper = min(lower, eps / 10), eps
+        np.testing.assert_allclose(state["lower"][0], lower)
+        np.testing.assert_allclose(state["upper"][0], upper)
+    assert upper < 1.0  # the step has left the box given, downwards
+    facts = tuner.describe(state)
+    assert facts["wrapper"] == "moving_box" and len(facts["moves"]) == 6
+    assert {move["rule"] for move in facts["moves"]} == {"shrink"}
+    assert facts["box_given"]["upper"][0] == 10.0
+    np.testing.assert_allclose(facts["moves"][-1]["upper"][0], upper)
+    np.testing.assert_allclose(innermost(facts)["box"]["upper"][0], upper)  # the plots' box
+    assert lower <= tuner.best(state)["step_size"] <= upper  # never the failed first setting
+
+
+def test_a_scored_reward_stops_the_shrinking():
+    tuner = _shrinking()
+    state = tuner.init(jax.random.key(1))
+    proposal, state = tuner.propose(jax.random.key(0), state)
+    state = tuner.update(state, proposal, float("nan"), {"divergences": 1})
+    assert int(state["shrinks"]) == 1
+    proposal, state = tuner.propose(jax.random.key(1), state)
+    state = tuner.update(state, proposal, 0.5, {"divergences": 0})
+    box = (state["lower"].copy(), state["upper"].copy())
+    for i in range(2, 6):
+        proposal, state = tuner.propose(jax.random.key(i), state)
+        state = tuner.update(state, proposal, float("nan"), {"divergences": 2})
+    assert int(state["shrinks"]) == 1
+    np.testing.assert_array_equal(state["lower"], box[0])
+    np.testing.assert_array_equal(state["upper"], box[1])
+    assert len(state["inner"]["rewards"]) == 5  # the policy learns from the failures instead
+
+
+def test_shrinking_state_round_trips_through_a_checkpoint(tmp_path):
+    tuner = _shrinking()
+    state, template = tuner.init(jax.random.key(2)), tuner.init(jax.random.key(2))
+    for i in range(3):
+        proposal, state = tuner.propose(jax.random.key(i), state)
+        state = tuner.update(state, proposal, float("nan") if i < 2 else 1.0, {})
+    io.atomic_savez(tmp_path / "ckpt.npz", io.tree_to_arrays("tuner", state))
+    loaded = io.arrays_to_tree("tuner", io.load_npz(tmp_path / "ckpt.npz"), template)
+    key = jax.random.key(9)
+    assert tuner.propose(key, loaded)[0] == tuner.propose(key, state)[0]
+    assert tuner.describe(loaded) == tuner.describe(state)
+
+
+def test_moving_box_rejects_a_box_it_cannot_shrink():
+    box = make_box({"a": (0.0, 1.0)})
+    with pytest.raises(ValueError, match="does not have"):
+        tuners.moving_box(lambda b, first: tuners.gp_ucb(b), box)
+    with pytest.raises(ValueError, match="must be positive"):
+        tuners.moving_box(lambda b, first: tuners.gp_ucb(b), box, name="a")
+
+
+def test_an_edge_holding_the_best_setting_extends_at_mid_tuning():
+    """Rewards rising toward small L: the best setting lies at the box's lower L edge after
+    ``extend_after`` updates, so that edge moves out by half the log span (L from 4 to 2 in
+    [4, 16], within the limit of 1), the policy keeps its observations, and later proposals
+    reach the new range; an interior best extends nothing."""
+    box = make_box({"step_size": (0.1, 0.4), "num_leapfrog": (4, 16)},
+                   integer=("num_leapfrog",), log=("step_size", "num_leapfrog"))
+
+    def make():
+        return tuners.moving_box(lambda b, first: tuners.gp_ucb(b, initial=first), box,
+                                 initial={"step_size": 0.2, "num_leapfrog": 8}, extend_after=6,
+                                 limits={"num_leapfrog": (1, 20)})
+
+    def play(reward, steps):
+        tuner = make()
+        state, seen = tuner.init(jax.random.key(3)), []
+        for i in range(steps):
+            proposal, state = tuner.propose(jax.random.key(i), state)
+            seen.append(proposal)
+            state = tuner.update(state, proposal, reward(proposal), {"divergences": 0})
+        return tuner, state, seen
+
+    tuner, state, seen = play(lambda p: 10.0 / p["num_leapfrog"] - abs(p["step_size"] - 0.2),
+                              14)
+    facts = tuner.describe(state)
+    assert [move["rule"] for move in facts["moves"]] == ["extend"]
+    assert facts["moves"][0]["after_updates"] == 6
+    np.testing.assert_allclose(state["lower"], [0.1, 2.0])
+    np.testing.assert_allclose(state["upper"], [0.4, 16.0])
+    assert len(state["inner"]["rewards"]) == 14  # kept across the extension
+    assert min(p["num_leapfrog"] for p in seen[6:]) < 4
+    assert innermost(facts)["box"]["lower"][1] == 2.0
+
+    _, state, _ = play(lambda p: -abs(np.log(p["num_leapfrog"] / 8)) - abs(p["step_size"] - 0.2),
+                       8)
+    assert len(state["events"]) == 0

@@ -138,9 +138,9 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     recipe.add_argument("--target-accept", type=float, default=None,
                         help="target acceptance rate of dual averaging")
     recipe.add_argument("--objective", default=None,
-                        help="esjd, esjd-sqrt-l, chees, autocorrelation, min-ess, or "
-                             "module:function for your own reward (positions, stats, "
-                             "num_grads) -> float (adaptive-hmc: chees)")
+                        help="esjd, esjd-sqrt-l, chees, ess-lag1, autocorrelation, min-ess, "
+                             "or module:function for your own reward (positions, stats, "
+                             "num_grads) -> float (adaptive-hmc: ess-lag1)")
     recipe.add_argument("--adapt-mass", choices=("diag", "dense"), default=None,
                         help="estimate the inverse mass matrix during the warm-up, with the "
                              "step size; the tuner takes over after it (for adaptive-hmc and "

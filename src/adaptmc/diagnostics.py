@@ -7,6 +7,7 @@ Statistics never import plotting.
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -101,10 +102,41 @@ def summary_table(positions: np.ndarray, names: list[str]):
                          "r_hat": rhat(positions)}, index=names)
 
 
+def _run_attrs(idata) -> dict:
+    """The run's attributes: the InferenceData's own, else its posterior group's."""
+    attrs = dict(idata.attrs) if hasattr(idata, "attrs") else {}
+    return attrs or dict(idata.posterior.attrs)
+
+
+def divergences_by_phase(idata) -> dict[str, int]:
+    """Divergent transitions of a run per phase, ``{"warmup", "tuning", "sampling"}``.
+
+    ``warmup``: the recipe's warm-up before the run (``attrs["warmup"]``, a JSON record with
+    ``"divergences"``; 0 without one). ``tuning``: the super-transitions flagged ``warmup`` in
+    the tuning group (the bandit's arm pulls, a mass warm-up), whose draws are not kept.
+    ``sampling``: the other super-transitions, counted over every step, thinned away or kept;
+    without a tuning record, the kept draws' ``sample_stats.diverging``."""
+    record = _run_attrs(idata).get("warmup")
+    if isinstance(record, str):
+        record = json.loads(record)
+    counts = {"warmup": int((record or {}).get("divergences", 0))}
+    tuning = getattr(idata, "tuning", None)
+    if tuning is not None and "divergences" in tuning and "warmup" in tuning:
+        divergent = np.asarray(tuning["divergences"].values, dtype=int)
+        tuned = np.asarray(tuning["warmup"].values, dtype=bool)
+        counts["tuning"] = int(divergent[tuned].sum())
+        counts["sampling"] = int(divergent[~tuned].sum())
+    else:
+        counts["tuning"] = 0
+        counts["sampling"] = int(np.asarray(idata.sample_stats["diverging"].values).sum())
+    return counts
+
+
 def convergence_warnings(idata, table=None, box: dict | None = None) -> list[str]:
     """What makes the draws untrustworthy or the tuning suspect, one sentence each: max R-hat
-    above `MAX_RHAT`, divergences after warm-up, robust min ESS below `MIN_ESS`, a tuner that
-    saw only failed (NaN) rewards, and a frozen setting at the edge of the search ``box``
+    above `MAX_RHAT`, divergences in the sampling phase (`divergences_by_phase`; those of
+    the warm-up and the tuning are named alongside), robust min ESS below `MIN_ESS`, a tuner
+    that saw only failed (NaN) rewards, and a frozen setting at the edge of the search ``box``
     (``{name: (low, high)}``)."""
     if table is None:
         table = summary_table(*posterior_array(idata))
@@ -113,10 +145,11 @@ def convergence_warnings(idata, table=None, box: dict | None = None) -> list[str
         worst = table["r_hat"].idxmax()
         out.append(f"max R-hat {float(table['r_hat'].max()):.3f} > {MAX_RHAT} ({worst}): the "
                    "chains disagree; the draws are not from the posterior yet")
-    divergent = int(np.asarray(idata.sample_stats["diverging"].values).sum())
-    if divergent:
-        out.append(f"{divergent} divergent transitions after warm-up: the sampler may miss "
-                   "regions of high curvature; the draws may be biased")
+    phases = divergences_by_phase(idata)
+    if phases["sampling"]:
+        out.append(f"{phases['sampling']} divergent transitions in the sampling phase (after "
+                   f"warm-up and tuning, which had {phases['warmup']} and {phases['tuning']}): "
+                   "the sampler may miss regions of high curvature; the draws may be biased")
     if float(table["ess_robust"].min()) < MIN_ESS:
         out.append(f"robust min ESS {float(table['ess_robust'].min()):.0f} < {MIN_ESS} "
                    f"({table['ess_robust'].idxmin()}): too few effective draws for reliable "
@@ -157,15 +190,11 @@ def summary(idata, var_names=None):
 
 def format_summary(idata, max_rows: int = 12) -> str:
     """A plain-text report: the run's totals (draws, gradient evaluations, acceptance,
-    divergences, robust min ESS per 1000 gradients with all tuning counted, ESJD), the
+    divergences per phase, robust min ESS per 1000 gradients with all tuning counted, ESJD), the
     convergence warnings (`convergence_warnings`, or those the run recorded in
     ``attrs["warnings"]``) and the per-parameter table, worst R-hat first when there are
     many parameters."""
-    import json
-
-    attrs = dict(idata.attrs) if hasattr(idata, "attrs") else {}
-    if not attrs:
-        attrs = dict(idata.posterior.attrs)
+    attrs = _run_attrs(idata)
     positions, names = posterior_array(idata)
     table = summary_table(positions, names)
     stats = idata.sample_stats
@@ -183,8 +212,9 @@ def format_summary(idata, max_rows: int = 12) -> str:
         f"super-transitions {attrs.get('num_super_transitions', '?')} x "
         f"{attrs.get('gradient_budget', '?')} gradients",
         f"gradient evaluations (all chains, tuning included) {grads:,}",
-        f"acceptance {float(stats['acceptance_rate'].mean()):.3f}  divergences "
-        f"{int(stats['diverging'].sum())}  ESJD {esjd(positions):.4g}",
+        f"acceptance {float(stats['acceptance_rate'].mean()):.3f}  divergences: "
+        + "  ".join(f"{phase} {count}" for phase, count in divergences_by_phase(idata).items())
+        + f"  ESJD {esjd(positions):.4g}",
         f"robust min ESS {robust:.1f} (min of bulk-ESS of x, of x^2, tail-ESS)  "
         f"max R-hat {float(np.nanmax(table['r_hat'])):.4f}",
         f"robust min ESS per 1000 gradients {1000 * robust / max(grads, 1):.4g}  "

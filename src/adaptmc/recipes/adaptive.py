@@ -9,13 +9,20 @@
    fixed-length HMC's ``(eps, L)`` under the warm-up's metric, in a log-scale box built from
    the warm-up: ``eps`` in ``[eps_w / 4, 2 eps_w]`` around its step ``eps_w``, ``L`` from half
    the lower quartile to twice the 90th percentile of its trajectory lengths, never a
-   constant box. It starts from ``(eps_w, median L)``. The reward is ChEES per gradient
-   (Hoffman, Radul & Sountsov 2021), scale-free and blind to antithetic jumps. Step-size
-   jitter (Neal 2011, Sec. 5.4.2.2) randomises every trajectory's length, so a fixed ``L``
-   cannot resonate with a period of the dynamics.
+   constant box. It starts from ``(eps_w, median L)``. The reward is the lag-one estimate
+   of effective draws of ``x`` and ``x^2`` per gradient
+   (`adaptmc.objectives.lag_one_ess_per_grad`): scale-free, no credit for antithetic jumps,
+   and, unlike ChEES per gradient (Hoffman, Radul & Sountsov 2021), no credit for the
+   diffusive moves of very short trajectories. The box moves (`adaptmc.tuners.moving_box`):
+   at mid-tuning an edge where the best setting lies extends by half its log span (``L`` at
+   most ``budget / 8``), so an optimum just past the warm-up's box is measured rather than
+   frozen at its edge. Step-size jitter (Neal 2011, Sec. 5.4.2.2) randomises every
+   trajectory's length, so a fixed ``L`` cannot resonate with a period of the dynamics.
 3. **Sampling**: the bandit's best setting by posterior mean among the settings it measured
-   that never diverged (the warm-up's own setting if every one did), frozen; the draws of
-   the tuning super-transitions are not kept, their gradients are counted.
+   that never diverged, frozen; while every setting tried has diverged, the step's range
+   shrinks below the smallest failure (`adaptmc.tuners.moving_box`), so the bandit
+   does not freeze on a setting it never saw work. The draws of the tuning
+   super-transitions are not kept, their gradients are counted.
 
 The super-transition budget is ``max(400, 20 L_median, 8 L_max)`` gradients, so that every
 setting of the box makes at least eight draws per chain and the typical one twenty; the
@@ -47,7 +54,7 @@ def adaptive_hmc(
     tuning: int = 12,
     draws: int = 1000,
     budget: int | None = None,
-    objective: str | Callable = "chees",
+    objective: str | Callable = "ess-lag1",
     jitter: float = 0.2,
     max_draws: int = 10_000,
     seed: int = 0,
@@ -130,7 +137,8 @@ def tuned_plan(warm, *, tuner: str, tuning: int, draws: int, budget: int | None,
     if budget < 4 * high:
         box = box._replace(upper=np.array([2 * eps, float(max(low + 1, budget // 4))]))
     initial = {"step_size": eps, "num_leapfrog": int(min(median, box.upper[1]))}
-    bandit = make_bandit(tuner, box, initial=initial)
+    bandit = make_bandit(tuner, box, initial=initial, extend_after=tuning // 2 or None,
+                         limits={"num_leapfrog": (1, max(box.upper[1], budget // 8))})
     sampling = max(4, math.ceil(draws * median / budget))
     kept = sampling * budget / low
     thin = max(1, math.ceil(kept / max_draws))

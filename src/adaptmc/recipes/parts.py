@@ -78,10 +78,20 @@ def default_box(kernel: Kernel, budget: int) -> tuners.Box:
 
 
 def make_bandit(name: str, box: tuners.Box, schedule: str | None = None,
-                anneal_rate: float | None = None, initial: dict | None = None) -> Tuner:
+                anneal_rate: float | None = None, initial: dict | None = None,
+                moving: bool = True, extend_after: int | None = None,
+                limits: dict | None = None) -> Tuner:
     """A bandit tuner of `BANDIT_TUNERS` over ``box`` with an adoption schedule (None: the
     tuner's own default; see `adaptmc.tuners.SCHEDULES`), starting from ``initial`` (None:
-    the policy's own first draw; random search always draws)."""
+    the policy's own first draw; random search always draws). With ``moving`` and a positive
+    ``step_size`` range, the box is a `adaptmc.tuners.moving_box`: while every setting tried
+    has failed, the step's range shrinks below the smallest failure; after ``extend_after``
+    updates (None: never) an edge holding the best setting extends, within ``limits``."""
+    if moving and "step_size" in box.names and box.lower[box.names.index("step_size")] > 0:
+        return tuners.moving_box(
+            lambda moved, first: make_bandit(name, moved, schedule, anneal_rate, first,
+                                             moving=False),
+            box, initial=initial, extend_after=extend_after, limits=limits)
     if anneal_rate is not None and schedule is None:
         raise ValueError("an anneal rate needs a schedule (exp, poly, geometric or constant)")
     made = None

@@ -443,7 +443,7 @@ def _describe_tuning(setup: _Setup, state: _Progress, idata) -> None:
     schedule: what the plots refit with), the objective's name, and the convergence
     warnings (`adaptmc.diagnostics.convergence_warnings`, with the frozen setting checked
     against the tuner's box) as attributes."""
-    from adaptmc.diagnostics import convergence_warnings
+    from adaptmc.diagnostics import convergence_warnings, divergences_by_phase
     from adaptmc.tuners.describe import box_from_config, innermost
 
     facts = setup.tuner.describe(state.tuner_state) if setup.tuner.describe else None
@@ -460,6 +460,7 @@ def _describe_tuning(setup: _Setup, state: _Progress, idata) -> None:
                                                       strict=True)}
     table = summary_in_blocks(idata)
     idata.attrs["warnings"] = json.dumps(convergence_warnings(idata, table, box=box))
+    idata.attrs["divergences"] = json.dumps(divergences_by_phase(idata))
 
 
 def _empty_record(tuner: Tuner) -> dict[str, list]:

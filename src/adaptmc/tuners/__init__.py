@@ -23,6 +23,10 @@ inner facts under ``"inner"``, and `chain` applies several, innermost first::
 - `mass_adaptation` (`adaptmc.tuners.mass`): mass matrix and step size during warm-up,
   then the inner tuner;
 - `freeze` (`adaptmc.tuners.freeze`): after ``after`` updates, ``inner.best`` forever;
+- `moving_box` (`adaptmc.tuners.moving_box`): while every reward is NaN, the step's range
+  shrinks below the smallest failed step and the policy starts afresh in it; at mid-tuning
+  an edge holding the best setting extends (it wraps a policy-maker, ``make(box,
+  initial)``, since the policy's box is what changes);
 - `switch_after_warmup` (`adaptmc.tuners.warmup`): the burn-in switch of kernels that adapt
   inside each step (``during`` until frozen, then ``after``; ``num_warmup`` wraps it in
   `freeze`).
@@ -33,6 +37,7 @@ from adaptmc.tuners.box import Box, box_from_tunables, make_box, parse_box
 from adaptmc.tuners.fixed import fixed, grid
 from adaptmc.tuners.freeze import freeze
 from adaptmc.tuners.mass import mass_adaptation
+from adaptmc.tuners.moving_box import moving_box
 from adaptmc.tuners.policies import gp_ucb, hedge, parametric, random_search, sir
 from adaptmc.tuners.schedules import SCHEDULES, constant, exponential, geometric, polynomial
 from adaptmc.tuners.step_size import dual_averaging_tuner
@@ -57,6 +62,7 @@ __all__ = [
     "hedge",
     "make_box",
     "mass_adaptation",
+    "moving_box",
     "normalise_rewards",
     "parametric",
     "parse_box",
