@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import uuid
 import warnings
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.run.store import merge_chunks
+from adaptmc.targets.base import compiled
 
 # the most bytes of draws a block of a run folder's lazily read columns holds (`_LazyColumns`)
 BLOCK_BYTES = 2**23
@@ -33,14 +34,26 @@ def posterior_variables(target, positions: np.ndarray) -> dict[str, np.ndarray]:
     """``positions: (chains, draws, dim)`` -> named variables ``(chains, draws, ...)``: the
     dict ``target.constrain(position)`` returns when the target has ``constrain``, else the
     leaves of ``target.unravel(position)`` named by their pytree paths (``"x"`` for a flat
-    array)."""
-    positions = jnp.asarray(positions)
+    array). One compiled call per block, its rows padded to a power of two, so blocks of
+    any size share a few programs (op by op, every primitive compiled again for every new
+    block shape)."""
+    positions = np.asarray(positions)
+    batch, dim = positions.shape[:-1], positions.shape[-1]
+    flat = positions.reshape(-1, dim)
+    rows = 1 << max(0, math.ceil(math.log2(max(flat.shape[0], 1))))
+    if rows > flat.shape[0]:
+        filler = flat[-1:] if flat.shape[0] else np.zeros((1, dim), flat.dtype)
+        flat = np.concatenate([flat, np.repeat(filler, rows - flat.shape[0], axis=0)])
     constrain = getattr(target, "constrain", None)
+    fn = constrain if constrain is not None else target.unravel
+    program = compiled(target, ("posterior_variables", rows, str(flat.dtype)),
+                       lambda: jax.jit(jax.vmap(fn)))
+    named = program(flat)
+    count = int(np.prod(batch))
     if constrain is not None:
-        named = jax.vmap(jax.vmap(constrain))(positions)
-        return {str(k): np.asarray(v) for k, v in named.items()}
-    named = jax.vmap(jax.vmap(target.unravel))(positions)
-    return {_leaf_name(path): np.asarray(leaf)
+        return {str(k): np.asarray(v)[:count].reshape(batch + v.shape[1:])
+                for k, v in named.items()}
+    return {_leaf_name(path): np.asarray(leaf)[:count].reshape(batch + leaf.shape[1:])
             for path, leaf in jax.tree_util.tree_flatten_with_path(named)[0]}
 
 
