@@ -385,8 +385,7 @@ def test_a_cached_reference_of_an_edited_target_is_not_reused(tmp_path):
 def test_the_summary_in_blocks_matches_the_whole_summary():
     import warnings
 
-    from adaptmc.diagnostics import posterior_array, summary_table
-    from adaptmc.run.idata import summary_in_blocks
+    from adaptmc.diagnostics import posterior_array, summary_in_blocks, summary_table
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

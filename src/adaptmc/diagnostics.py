@@ -72,6 +72,46 @@ MAX_RHAT = 1.01  # Vehtari et al. (2021): use draws only when R-hat < 1.01
 MIN_ESS = 400  # Vehtari et al. (2021): ESS > 100 per chain for 4 chains
 
 
+def posterior_blocks(idata, max_bytes: int = 2**25):
+    """Yield ``(draws: (chains, draws, k), names)`` blocks of the posterior's flat
+    coordinates, a few at a time (at most about ``max_bytes`` of draws in memory), so a lazily
+    read InferenceData (a run folder's ``draws.nc``) is never loaded whole."""
+    for name, value in idata.posterior.data_vars.items():
+        num_draws = value.shape[0] * value.shape[1]
+        if value.ndim == 2:
+            yield np.asarray(value.values, float)[..., None], [name]
+            continue
+        # slice along the first event axis, lazily (``.data`` would read the whole array)
+        first, rest = value.dims[2], value.shape[3:]
+        per_index = max(1, num_draws * int(np.prod(rest, dtype=int)) * 8)
+        step = max(1, max_bytes // per_index)
+        step -= step % 8 if step >= 8 else 0  # whole HDF5 chunks of a run folder's file
+        for start in range(0, value.shape[2], step):
+            block = value.isel({first: slice(start, start + step)}).values
+            block = np.asarray(block, dtype=float).reshape(*value.shape[:2], -1)
+            names = [f"{name}[{','.join(map(str, (start + i[0], *i[1:])))}]"
+                     for i in np.ndindex(block.shape[2] // max(int(np.prod(rest)), 1), *rest)]
+            yield block, names
+
+
+def summary_in_blocks(idata, max_bytes: int = 2**25):
+    """`summary_table` of the posterior computed block by block (`posterior_blocks`)."""
+    return _summary_and_esjd(idata, max_bytes)[0]
+
+
+def _summary_and_esjd(idata, max_bytes: int = 2**25):
+    """``(summary_table, esjd, (chains, draws))`` in one pass over `posterior_blocks` (the
+    squared jump sums over coordinates, so the blocks' ESJDs add)."""
+    import pandas as pd
+
+    tables, jump, shape = [], 0.0, (0, 0)
+    for block, names in posterior_blocks(idata, max_bytes):
+        tables.append(summary_table(block, names))
+        jump += esjd(block)
+        shape = block.shape[:2]
+    return pd.concat(tables), jump, shape
+
+
 def posterior_array(idata, group: str = "posterior") -> tuple[np.ndarray, list[str]]:
     """``(chains, draws, dim)`` flat draws of an InferenceData group and the flat names
     (``theta[3]``)."""
@@ -195,8 +235,7 @@ def format_summary(idata, max_rows: int = 12) -> str:
     ``attrs["warnings"]``) and the per-parameter table, worst R-hat first when there are
     many parameters."""
     attrs = _run_attrs(idata)
-    positions, names = posterior_array(idata)
-    table = summary_table(positions, names)
+    table, jump, (num_chains, num_draws) = _summary_and_esjd(idata)  # never all draws at once
     stats = idata.sample_stats
     grads = int(attrs.get("total_grad_evals", 0))
     robust = float(np.nanmin(table["ess_robust"]))
@@ -208,13 +247,13 @@ def format_summary(idata, max_rows: int = 12) -> str:
     lines = [
         f"target {attrs.get('target', '?')}  kernel {attrs.get('kernel', '?')}  "
         f"tuner {attrs.get('tuner', '?')}",
-        f"chains {positions.shape[0]}  draws/chain {positions.shape[1]}  "
+        f"chains {num_chains}  draws/chain {num_draws}  "
         f"super-transitions {attrs.get('num_super_transitions', '?')} x "
         f"{attrs.get('gradient_budget', '?')} gradients",
         f"gradient evaluations (all chains, tuning included) {grads:,}",
         f"acceptance {float(stats['acceptance_rate'].mean()):.3f}  divergences: "
         + "  ".join(f"{phase} {count}" for phase, count in divergences_by_phase(idata).items())
-        + f"  ESJD {esjd(positions):.4g}",
+        + f"  ESJD {jump:.4g}",
         f"robust min ESS {robust:.1f} (min of bulk-ESS of x, of x^2, tail-ESS)  "
         f"max R-hat {float(np.nanmax(table['r_hat'])):.4f}",
         f"robust min ESS per 1000 gradients {1000 * robust / max(grads, 1):.4g}  "

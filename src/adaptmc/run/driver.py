@@ -34,9 +34,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc import io
+from adaptmc.diagnostics import summary_in_blocks
 from adaptmc.kernels.base import Kernel
 from adaptmc.run import callbacks, checks, store
-from adaptmc.run.idata import summary_in_blocks, to_inference_data
+from adaptmc.run.idata import to_inference_data
 from adaptmc.run.loop import SuperTransitionLoop, init_states, super_transition_keys
 from adaptmc.targets.base import Target, check_position
 from adaptmc.tuners.base import Tuner

@@ -222,31 +222,3 @@ def posterior_variables_jax(target, positions):
 def _leaf_name(path) -> str:
     return ".".join(str(getattr(p, "key", getattr(p, "name", getattr(p, "idx", p))))
                     for p in path) or "x"
-
-
-def summary_in_blocks(idata, max_bytes: int = 2**25):
-    """`adaptmc.diagnostics.summary_table` of the posterior, computed a few coordinates at a
-    time (at most ``max_bytes`` of draws in memory), so a lazily read InferenceData (a run
-    folder's ``draws.nc``) is never loaded whole."""
-    import pandas as pd
-
-    from adaptmc.diagnostics import summary_table
-
-    tables = []
-    for name, value in idata.posterior.data_vars.items():
-        num_draws = value.shape[0] * value.shape[1]
-        if value.ndim == 2:
-            tables.append(summary_table(np.asarray(value.values, float)[..., None], [name]))
-            continue
-        # slice along the first event axis, lazily (``.data`` would read the whole array)
-        first, rest = value.dims[2], value.shape[3:]
-        per_index = max(1, num_draws * int(np.prod(rest, dtype=int)) * 8)
-        step = max(1, max_bytes // per_index)
-        step -= step % 8 if step >= 8 else 0  # whole HDF5 chunks (`store._hdf5_chunks`)
-        for start in range(0, value.shape[2], step):
-            block = value.isel({first: slice(start, start + step)}).values
-            block = np.asarray(block, dtype=float).reshape(*value.shape[:2], -1)
-            names = [f"{name}[{','.join(map(str, (start + i[0], *i[1:])))}]"
-                     for i in np.ndindex(block.shape[2] // max(int(np.prod(rest)), 1), *rest)]
-            tables.append(summary_table(block, names))
-    return pd.concat(tables)

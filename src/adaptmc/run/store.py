@@ -250,7 +250,7 @@ def write_draws(run_dir: Path, idata, describe=None):
 def _hdf5_chunks(var) -> tuple:
     """HDF5 chunks over ``(chain, draw, ...)``: every chain, the draws of one Dask block
     (each is written once, whole) at most about 4 MiB, and 8 coordinates of the first event
-    axis, so `adaptmc.run.idata.summary_in_blocks` reads only what it
+    axis, so `adaptmc.diagnostics.summary_in_blocks` reads only what it
     summarises."""
     shape, itemsize = var.shape, var.dtype.itemsize
     rest = tuple(min(n, 8) if i == 0 else min(n, 1) for i, n in enumerate(shape[2:]))
