@@ -11,6 +11,7 @@ The pieces compose in one call::
 
 from adaptmc import diagnostics, kernels, objectives, run, targets, tuners
 from adaptmc.api import sample
+from adaptmc.compile_cache import use_compile_cache
 from adaptmc.run import RunResult
 from adaptmc.targets import Target, make_target
 
@@ -27,4 +28,5 @@ __all__ = [
     "sample",
     "targets",
     "tuners",
+    "use_compile_cache",
 ]

@@ -13,6 +13,11 @@ import sys
 from pathlib import Path
 
 
+COMPILE_CACHE_HELP = ("compile every program afresh (default: keep compiled programs in "
+                      "~/.cache/adaptmc/jax, or $ADAPTMC_COMPILE_CACHE, and load them when the "
+                      "same model and sizes run again)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="adaptmc", description="Self-tuning MCMC: HMC, MALA and RWM with online tuners."
@@ -32,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume = add("resume", help="continue a checkpointed run folder")
     resume.add_argument("run_dir")
     resume.add_argument("--no-progress", action="store_true")
+    resume.add_argument("--no-compile-cache", action="store_true", help=COMPILE_CACHE_HELP)
     resume.add_argument("--trust-code", action="store_true",
                         help="import the module:function the run folder's config.json names "
                              "(code from a folder you received can do anything)")
@@ -56,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--quick", action="store_true", help="a small version for CI and demos")
     repro.add_argument("--force", action="store_true", help="overwrite the output folder")
     repro.add_argument("--seed", type=int, default=0)
+    repro.add_argument("--no-compile-cache", action="store_true", help=COMPILE_CACHE_HELP)
 
     bench = add("bench", help="benchmark matrix: targets x samplers x seeds")
     add_bench_arguments(bench)
@@ -158,6 +165,7 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
                    help="super-transitions between checkpoints")
     p.add_argument("--float32", action="store_true", help="single precision (default: float64)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-compile-cache", action="store_true", help=COMPILE_CACHE_HELP)
 
 
 def _add_adaptive_hmc_options(group) -> None:
@@ -261,6 +269,10 @@ def cmd_sample(args, resume: bool = False) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", not args.float32)
+    if not getattr(args, "no_compile_cache", False):
+        from adaptmc.compile_cache import use_compile_cache
+
+        use_compile_cache()
     from adaptmc.api import run_plan
     from adaptmc.diagnostics import format_summary
     from adaptmc.recipes import build
@@ -330,6 +342,7 @@ def cmd_resume(args) -> int:
     sample_args = argparse.Namespace(**{**defaults, **saved})
     sample_args.out = args.run_dir
     sample_args.no_progress = args.no_progress
+    sample_args.no_compile_cache = args.no_compile_cache
     sample_args.force = False
     return cmd_sample(sample_args, resume=True)
 
@@ -359,6 +372,10 @@ def cmd_targets(args) -> int:
 def cmd_reproduce(args) -> int:
     from adaptmc.experiments import run_experiment
 
+    if not args.no_compile_cache:
+        from adaptmc.compile_cache import use_compile_cache
+
+        use_compile_cache()
     out = args.out or f"runs/{args.experiment}"
     return run_experiment(args.experiment, out, quick=args.quick, force=args.force,
                           seed=args.seed)

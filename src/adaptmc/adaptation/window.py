@@ -46,6 +46,7 @@ from adaptmc.targets.base import compiled
 
 MAX_RHAT_LP = 1.05
 DENSE_CONDITION = 100.0
+SHARED_PROGRAM_DIM = 64
 
 
 class Warmup(NamedTuple):
@@ -80,34 +81,39 @@ def reasonable_step_size(key, target, position, step_size: float = 1.0,
                          max_iter: int = 100) -> tuple[float, int]:
     """Hoffman & Gelman (2014, Alg. 4): double (or halve) ``step_size`` while one leapfrog
     step from ``position`` with momentum ``N(0, I)`` has acceptance above (below) 1/2;
-    returns the step and the gradient evaluations spent (one per trial)."""
+    returns the step and the gradient evaluations spent (one per trial and one at the
+    start). The first trial, which sets the direction, runs inside the loop, so the compiled
+    program holds the model's gradient twice (the start and the trial), not three times."""
     momentum = jax.random.normal(key, position.shape, position.dtype)
     logdensity, grad = target.logdensity_and_grad(position)
 
-    def log_accept(log_eps):
+    def above_half(log_eps):
         eps = jnp.exp(log_eps)
         p = momentum + 0.5 * eps * grad
         x = position + eps * p
         new_logdensity, new_grad = target.logdensity_and_grad(x)
         p = p + 0.5 * eps * new_grad
         delta = new_logdensity - 0.5 * p @ p - logdensity + 0.5 * momentum @ momentum
-        return jnp.where(jnp.isfinite(delta), delta, -jnp.inf)
-
-    first = log_accept(math.log(step_size)) > math.log(0.5)
-    direction = jnp.where(first, 1.0, -1.0)
+        return jnp.where(jnp.isfinite(delta), delta, -jnp.inf) > math.log(0.5)
 
     def cond(carry):
-        log_eps, count = carry
-        still = (log_accept(log_eps) > math.log(0.5)) == first
+        _, count, still, _ = carry
         return still & (count < max_iter)
 
     def body(carry):
-        log_eps, count = carry
-        return log_eps + direction * math.log(2.0), count + 1
+        # count -1: the first trial at step_size sets the direction; then one doubling
+        # (or halving) per trial until the acceptance crosses 1/2
+        log_eps, count, _, first = carry
+        trial = jnp.where(count < 0, log_eps,
+                          log_eps + jnp.where(first, 1.0, -1.0) * math.log(2.0))
+        above = above_half(trial)
+        first = jnp.where(count < 0, above, first)
+        return trial, count + 1, above == first, first
 
-    log_eps, count = jax.lax.while_loop(cond, body, (jnp.log(step_size), 0))
-    # gradients: the start, the first test, and the count + 1 tests of the loop
-    return jnp.exp(log_eps), count + 3
+    start = (jnp.log(jnp.asarray(step_size, position.dtype)), -1, True, False)
+    log_eps, count, _, _ = jax.lax.while_loop(cond, body, start)
+    # gradients: the start, the first trial, and one per doubling (or halving)
+    return jnp.exp(log_eps), count + 2
 
 
 def _first_steps(target):
@@ -118,26 +124,31 @@ def _first_steps(target):
 
 
 def _stage(record, target, keys, positions, step_sizes, inverse_mass, num_steps, dense,
-           target_accept):
+           full, target_accept):
     """One windowed adaptation per chain from ``positions``, compiled once per signature;
     returns final positions, step sizes, and per-step (position, logdensity, steps,
-    divergent)."""
-    args = (keys, positions, step_sizes, jnp.asarray(inverse_mass))
+    divergent). ``full``: the program holds a ``(dim, dim)`` inverse mass and ``dense``
+    (an argument, not a constant) picks the estimator, so a diagonal and a dense stage
+    share one executable."""
+    if full and jnp.ndim(inverse_mass) == 1:
+        inverse_mass = jnp.diag(jnp.asarray(inverse_mass))
+    args = (keys, positions, step_sizes, jnp.asarray(inverse_mass), jnp.asarray(dense))
     signature = tuple((a.shape, str(a.dtype)) for a in args[1:])
-    cache_key = ("window_warmup", dense, num_steps, target_accept, signature)
+    cache_key = ("window_warmup", full, num_steps, target_accept, signature)
     if cache_key not in target.programs:
         tick = time.perf_counter()
-        program = _program(target, num_steps, dense, target_accept)
+        program = _program(target, num_steps, full, target_accept)
         compiled(target, cache_key, lambda: jax.jit(program).lower(*args).compile())
         record["compile_s"] += time.perf_counter() - tick
     return target.programs[cache_key](*args)
 
 
-def _program(target, num_steps, dense, target_accept):
+def _program(target, num_steps, full, target_accept):
     """Per chain: NUTS (BlackJAX's kernel, parameters at call time) for ``num_steps`` steps
     on Stan's schedule (`blackjax.adaptation.window_adaptation.build_schedule`): per-step
     dual averaging of the step size throughout, restarted at the end of each slow window,
-    where the inverse mass becomes the window's `window_inverse_mass` estimate."""
+    where the inverse mass becomes the window's `window_inverse_mass` estimate (dense or
+    diagonal by the ``dense`` argument when ``full``; diagonal otherwise)."""
     import blackjax
     from blackjax.adaptation.step_size import dual_averaging_adaptation
     from blackjax.adaptation.window_adaptation import build_schedule
@@ -146,9 +157,16 @@ def _program(target, num_steps, dense, target_accept):
     kernel = blackjax.nuts.build_kernel()
     da_init, da_update, da_final = dual_averaging_adaptation(target_accept)
     dim = target.dim
-    shape = (dim, dim) if dense else (dim,)
+    shape = (dim, dim) if full else (dim,)
 
-    def one(key, position, step_size, inverse_mass):
+    def estimate(welford, dense):
+        if not full:
+            return window_inverse_mass(welford, False)
+        count, mean_x, m2_x, mean_g, m2_g = welford
+        diagonal = window_inverse_mass((count, mean_x, jnp.diag(m2_x), mean_g, m2_g), False)
+        return jnp.where(dense, window_inverse_mass(welford, True), jnp.diag(diagonal))
+
+    def one(key, position, step_size, inverse_mass, dense):
         state = blackjax.nuts.init(position, target.logdensity)
         zeros = (jnp.zeros(()), jnp.zeros(dim), jnp.zeros(shape), jnp.zeros(dim),
                  jnp.zeros(dim))
@@ -161,7 +179,7 @@ def _program(target, num_steps, dense, target_accept):
             da = da_update(da, info.acceptance_rate)
             welford = jax.lax.cond(stage == 1, _welford_add, lambda w, x, g: w, welford,
                                    state.position, state.logdensity_grad)
-            new_mass = window_inverse_mass(welford, dense)
+            new_mass = estimate(welford, dense)
             inverse_mass = jnp.where(window_end == 1, new_mass, inverse_mass)
             da = jax.tree.map(lambda fresh, old: jnp.where(window_end == 1, fresh, old),
                               da_init(da_final(da)), da)
@@ -176,7 +194,7 @@ def _program(target, num_steps, dense, target_accept):
         (state, da, _, _), info = jax.lax.scan(body, carry, (schedule, keys))
         return state.position, da_final(da), info
 
-    return jax.vmap(one, in_axes=(0, 0, 0, None))
+    return jax.vmap(one, in_axes=(0, 0, 0, None, None))
 
 
 def _welford_add(welford, x, g):
@@ -234,18 +252,24 @@ def window_warmup(target, positions, key, *, num_steps: int = 500, metric: str =
     record = {"grads": chains + int(np.sum(grads)), "divergences": 0, "lp": [],
               "stages": [], "compile_s": 0.0}
     dense = metric == "dense"
+    # a diagonal stage that may be followed by a dense one runs in the dense program when
+    # the dimension is small, so both share one compilation (about 3 s of a run); the
+    # price, a (dim, dim) product per leapfrog step, is at most 64^2 multiply-adds
+    full = dense or (metric == "auto" and dim <= min(SHARED_PROGRAM_DIM, dense_max_dim))
+    stage = dict(record=record, target=target, key=key, num_steps=num_steps, full=full,
+                 target_accept=target_accept)
     inverse_mass = jnp.eye(dim) if dense else jnp.ones(dim)
-    out = _run_stage(record, target, key, 0, positions, steps, inverse_mass, num_steps,
-                     dense, target_accept, "dense" if dense else "diag")
+    out = _run_stage(stage, 0, positions, steps, inverse_mass, dense,
+                     "dense" if dense else "diag")
     while out["rhat_lp"] > MAX_RHAT_LP and len(record["stages"]) <= max_extensions:
         mass = pooled_inverse_mass(out["draws"], out["grads"], dense)
-        out = _run_stage(record, target, key, len(record["stages"]), out["positions"],
-                         out["step_sizes"], mass, num_steps, dense, target_accept, "extend")
+        out = _run_stage(stage, len(record["stages"]), out["positions"], out["step_sizes"],
+                         mass, dense, "extend")
     if metric == "auto" and not dense and wants_dense(out["draws"], dense_max_dim):
         dense = True
         mass = pooled_inverse_mass(out["draws"], out["grads"], True)
-        out = _run_stage(record, target, key, len(record["stages"]), out["positions"],
-                         out["step_sizes"], mass, num_steps, True, target_accept, "dense")
+        out = _run_stage(stage, len(record["stages"]), out["positions"], out["step_sizes"],
+                         mass, True, "dense")
     return Warmup(
         positions=np.asarray(out["positions"]),
         step_size=float(np.median(np.asarray(out["step_sizes"]))),
@@ -263,12 +287,14 @@ def window_warmup(target, positions, key, *, num_steps: int = 500, metric: str =
     )
 
 
-def _run_stage(record, target, key, index, positions, step_sizes, inverse_mass, num_steps,
-               dense, target_accept, label) -> dict:
-    keys = jax.random.split(jax.random.fold_in(key, index), positions.shape[0])
+def _run_stage(stage, index, positions, step_sizes, inverse_mass, dense, label) -> dict:
+    """Run stage ``index`` (`_stage` with the warm-up's fixed settings ``stage``) and
+    record its gradients, divergences and log densities."""
+    record, num_steps = stage["record"], stage["num_steps"]
+    keys = jax.random.split(jax.random.fold_in(stage["key"], index), positions.shape[0])
     final, new_steps, (draws, grads, lp, nsteps, divergent) = jax.block_until_ready(_stage(
-        record, target, keys, positions, step_sizes, inverse_mass, num_steps, dense,
-        target_accept))
+        record, stage["target"], keys, positions, step_sizes, inverse_mass, num_steps, dense,
+        stage["full"], stage["target_accept"]))
     record["grads"] += int(np.sum(nsteps))
     record["divergences"] += int(np.sum(divergent))
     record["lp"].append(np.asarray(lp))
