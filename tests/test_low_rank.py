@@ -194,3 +194,14 @@ def test_window_warmup_auto_picks_low_rank_above_the_dense_dimension():
     found = np.linalg.eigh(low_rank_dense(warm.inverse_mass))[1][:, -1]
     assert abs(top @ found) > 0.9
     hmc.check_params(HMCParams(inverse_mass=warm.inverse_mass), dim=16)
+
+
+def test_cli_and_recipe_take_the_low_rank_metric():
+    from adaptmc import recipes
+    from adaptmc.cli import build_parser, recipe_options
+
+    args = build_parser().parse_args(["sample", "--target", "gauss-2d-v1", "--out", "x",
+                                      "--metric", "low-rank"])
+    assert recipe_options(args)["metric"] == "low-rank"
+    plan = recipes.build("adaptive-hmc", _correlated_6d()[0], metric="low-rank")
+    assert plan.options["metric"] == "low-rank"
