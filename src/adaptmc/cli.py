@@ -169,9 +169,9 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _add_adaptive_hmc_options(group) -> None:
-    group.add_argument("--metric", default=None, choices=("auto", "diag", "dense"),
-                       help="adaptive-hmc: the metric (auto: dense when the warm-up's draws "
-                            "are strongly correlated)")
+    group.add_argument("--metric", default=None, choices=("auto", "diag", "dense", "low-rank"),
+                       help="adaptive-hmc: the metric (auto: dense or low-rank-plus-diagonal "
+                            "when the warm-up's draws are strongly correlated)")
     group.add_argument("--warmup-steps", type=int, default=None,
                        help="adaptive-hmc: NUTS warm-up transitions per chain (default 500)")
     group.add_argument("--tuning", type=int, default=None,

@@ -20,6 +20,18 @@ Around it, what the chains measure decides the rest:
   a dense stage then re-adapts from the chains' positions with the pooled covariance as its
   start. A dense metric costs ``O(dim^2)`` per leapfrog step against ``O(dim)`` for a
   diagonal one, next to one gradient evaluation;
+- ``"auto"`` picks the low-rank-plus-diagonal metric (`adaptmc.adaptation.low_rank`,
+  nutpie's; ``O(dim k)`` per leapfrog step) instead: when the correlation is strong (as
+  above) but dense is ruled out (dimension above ``dense_max_dim`` or fewer than ``2 dim``
+  draws: then "strong" is judged from the low-rank estimate's own condition number, above
+  `DENSE_CONDITION`), and, where dense is allowed, when the estimate needs at most
+  `LOW_RANK_MAX_FRACTION` of the dimension in directions (``k <= dim / 4``: its ``4 dim k``
+  flops per ``M^{-1} p`` are then at most half of dense's ``2 dim^2``, and what it leaves
+  to the diagonal is within a factor ``c = 2`` of it). A warm-up's low-rank metric keeps at
+  most ``ceil(dim / 4)`` directions (`low_rank_budget`), the most extreme. A low-rank stage
+  runs NUTS with the metric held fixed (BlackJAX's ``LowRankInverseMassMatrix``) and dual
+  averaging of the step size on the same schedule; the final metric is re-estimated from
+  that stage's draws;
 - each slow window's inverse mass, and the pooled one at the end, come from draws and
   gradients (`window_inverse_mass`: nutpie's ``sqrt(var(x) / var(grad))`` for a diagonal,
   the covariance shrunk toward its diagonal for a dense one), not Stan's regulariser toward
@@ -42,29 +54,33 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_inverse_mass
 from adaptmc.targets.base import compiled
 
 MAX_RHAT_LP = 1.05
 DENSE_CONDITION = 100.0
+LOW_RANK_MAX_FRACTION = 0.25
 SHARED_PROGRAM_DIM = 64
+METRICS = ("auto", "diag", "dense", "low-rank")
 
 
 class Warmup(NamedTuple):
     """What `window_warmup` measured.
 
     positions: ``(chains, dim)`` where the chains stand; step_size, inverse_mass: the pooled
-    setting (``(dim,)`` or ``(dim, dim)``); metric: ``"diag"`` or ``"dense"``;
+    setting (``(dim,)``, ``(dim, dim)`` or a `LowRankInverseMass`); metric: ``"diag"``,
+    ``"dense"`` or ``"low-rank"``;
     trajectory_steps: ``(chains, n)`` NUTS leapfrog steps per transition in the last half of
     the final stage; draws: ``(chains, n, dim)`` the positions of those transitions;
     logdensity: ``(chains, steps)`` over every stage; num_grads: gradients over all chains;
     divergences: divergent transitions over all stages; rhat_lp: split R-hat of the log
     density over the final stage's last half; stages: what ran (``"diag"``, ``"extend"``,
-    ``"dense"``); wall_s, compile_s: seconds.
+    ``"dense"``, ``"low-rank"``); wall_s, compile_s: seconds.
     """
 
     positions: np.ndarray
     step_size: float
-    inverse_mass: np.ndarray
+    inverse_mass: np.ndarray | LowRankInverseMass
     metric: str
     trajectory_steps: np.ndarray
     draws: np.ndarray
@@ -123,48 +139,58 @@ def _first_steps(target):
         jax.vmap(lambda k, x: reasonable_step_size(k, target, x))))
 
 
-def _stage(record, target, keys, positions, step_sizes, inverse_mass, num_steps, dense,
-           full, target_accept):
+def _stage(record, target, keys, positions, step_sizes, inverse_mass, num_steps, kind,
+           target_accept, shared=False):
     """One windowed adaptation per chain from ``positions``, compiled once per signature;
     returns final positions, step sizes, and per-step (position, logdensity, steps,
-    divergent). ``full``: the program holds a ``(dim, dim)`` inverse mass and ``dense``
-    (an argument, not a constant) picks the estimator, so a diagonal and a dense stage
-    share one executable."""
-    if full and jnp.ndim(inverse_mass) == 1:
+    divergent). ``kind``: ``"diag"``, ``"dense"`` or ``"low-rank"``. ``shared``: a diagonal
+    or dense stage runs in the program that holds a ``(dim, dim)`` inverse mass, whose
+    estimator is picked by an argument, not a constant, so both share one executable."""
+    program_kind = "shared" if shared and kind in ("diag", "dense") else kind
+    if program_kind == "shared" and jnp.ndim(inverse_mass) == 1:
         inverse_mass = jnp.diag(jnp.asarray(inverse_mass))
-    args = (keys, positions, step_sizes, jnp.asarray(inverse_mass), jnp.asarray(dense))
-    signature = tuple((a.shape, str(a.dtype)) for a in args[1:])
-    cache_key = ("window_warmup", full, num_steps, target_accept, signature)
+    args = (keys, positions, step_sizes, jax.tree.map(jnp.asarray, inverse_mass),
+            jnp.asarray(kind == "dense"))
+    signature = tuple((a.shape, str(a.dtype)) for a in jax.tree.leaves(args[1:]))
+    cache_key = ("window_warmup", program_kind, num_steps, target_accept, signature)
     if cache_key not in target.programs:
         tick = time.perf_counter()
-        program = _program(target, num_steps, full, target_accept)
+        program = _program(target, num_steps, program_kind, target_accept)
         compiled(target, cache_key, lambda: jax.jit(program).lower(*args).compile())
         record["compile_s"] += time.perf_counter() - tick
     return target.programs[cache_key](*args)
 
 
-def _program(target, num_steps, full, target_accept):
+def _program(target, num_steps, kind, target_accept):
     """Per chain: NUTS (BlackJAX's kernel, parameters at call time) for ``num_steps`` steps
     on Stan's schedule (`blackjax.adaptation.window_adaptation.build_schedule`): per-step
     dual averaging of the step size throughout, restarted at the end of each slow window,
-    where the inverse mass becomes the window's `window_inverse_mass` estimate (dense or
-    diagonal by the ``dense`` argument when ``full``; diagonal otherwise)."""
+    where a diagonal or dense inverse mass becomes the window's `window_inverse_mass`
+    estimate (``kind="shared"``: a ``(dim, dim)`` one, dense or diagonal by the ``dense``
+    argument); a low-rank one stays fixed (its estimate is a host computation)."""
     import blackjax
     from blackjax.adaptation.step_size import dual_averaging_adaptation
     from blackjax.adaptation.window_adaptation import build_schedule
+    from blackjax.mcmc.metrics import LowRankInverseMassMatrix
 
     schedule = jnp.asarray(build_schedule(num_steps))
     kernel = blackjax.nuts.build_kernel()
     da_init, da_update, da_final = dual_averaging_adaptation(target_accept)
-    dim = target.dim
+    dim, low_rank, full = target.dim, kind == "low-rank", kind in ("dense", "shared")
     shape = (dim, dim) if full else (dim,)
 
     def estimate(welford, dense):
-        if not full:
-            return window_inverse_mass(welford, False)
+        if kind != "shared":
+            return window_inverse_mass(welford, kind == "dense")
         count, mean_x, m2_x, mean_g, m2_g = welford
         diagonal = window_inverse_mass((count, mean_x, jnp.diag(m2_x), mean_g, m2_g), False)
         return jnp.where(dense, window_inverse_mass(welford, True), jnp.diag(diagonal))
+
+    def as_blackjax(inverse_mass):
+        if not low_rank:
+            return inverse_mass
+        return LowRankInverseMassMatrix(jnp.sqrt(inverse_mass.diag), inverse_mass.vectors,
+                                        inverse_mass.values)
 
     def one(key, position, step_size, inverse_mass, dense):
         state = blackjax.nuts.init(position, target.logdensity)
@@ -175,16 +201,17 @@ def _program(target, num_steps, full, target_accept):
             state, da, inverse_mass, welford = carry
             (stage, window_end), key = inputs
             eps = jnp.exp(da.log_step_size)
-            state, info = kernel(key, state, target.logdensity, eps, inverse_mass)
+            state, info = kernel(key, state, target.logdensity, eps, as_blackjax(inverse_mass))
             da = da_update(da, info.acceptance_rate)
-            welford = jax.lax.cond(stage == 1, _welford_add, lambda w, x, g: w, welford,
-                                   state.position, state.logdensity_grad)
-            new_mass = estimate(welford, dense)
-            inverse_mass = jnp.where(window_end == 1, new_mass, inverse_mass)
+            if not low_rank:
+                welford = jax.lax.cond(stage == 1, _welford_add, lambda w, x, g: w, welford,
+                                       state.position, state.logdensity_grad)
+                new_mass = estimate(welford, dense)
+                inverse_mass = jnp.where(window_end == 1, new_mass, inverse_mass)
+                welford = jax.tree.map(lambda z, w: jnp.where(window_end == 1, z, w), zeros,
+                                       welford)
             da = jax.tree.map(lambda fresh, old: jnp.where(window_end == 1, fresh, old),
                               da_init(da_final(da)), da)
-            welford = jax.tree.map(lambda z, w: jnp.where(window_end == 1, z, w), zeros,
-                                   welford)
             out = (state.position, state.logdensity_grad, state.logdensity,
                    info.num_integration_steps, info.is_divergent)
             return (state, da, inverse_mass, welford), out
@@ -238,9 +265,11 @@ def window_warmup(target, positions, key, *, num_steps: int = 500, metric: str =
                   target_accept: float = 0.8, max_extensions: int = 2,
                   dense_max_dim: int = 500) -> Warmup:
     """Warm ``positions: (chains, dim)`` up on ``target`` (see the module docstring);
-    ``metric``: ``"auto"``, ``"diag"`` or ``"dense"``."""
-    if metric not in ("auto", "diag", "dense"):
-        raise ValueError(f"metric must be 'auto', 'diag' or 'dense', got {metric!r}")
+    ``metric``: ``"auto"``, ``"diag"``, ``"dense"`` or ``"low-rank"`` (a diagonal stage,
+    then a low-rank one from its draws)."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {', '.join(map(repr, METRICS))}, "
+                         f"got {metric!r}")
     if num_steps < 150:
         raise ValueError(f"a windowed warm-up needs at least 150 steps (75 fast, 25 slow, "
                          f"50 terminal), got {num_steps}")
@@ -251,30 +280,33 @@ def window_warmup(target, positions, key, *, num_steps: int = 500, metric: str =
     steps, grads = _first_steps(target)(jax.random.split(key_step, chains), positions)
     record = {"grads": chains + int(np.sum(grads)), "divergences": 0, "lp": [],
               "stages": [], "compile_s": 0.0}
-    dense = metric == "dense"
+    kind = "dense" if metric == "dense" else "diag"
     # a diagonal stage that may be followed by a dense one runs in the dense program when
     # the dimension is small, so both share one compilation (about 3 s of a run); the
     # price, a (dim, dim) product per leapfrog step, is at most 64^2 multiply-adds
-    full = dense or (metric == "auto" and dim <= min(SHARED_PROGRAM_DIM, dense_max_dim))
-    stage = dict(record=record, target=target, key=key, num_steps=num_steps, full=full,
-                 target_accept=target_accept)
-    inverse_mass = jnp.eye(dim) if dense else jnp.ones(dim)
-    out = _run_stage(stage, 0, positions, steps, inverse_mass, dense,
-                     "dense" if dense else "diag")
+    shared = metric == "auto" and dim <= min(SHARED_PROGRAM_DIM, dense_max_dim)
+    stage = dict(record=record, target=target, key=key, num_steps=num_steps,
+                 target_accept=target_accept, shared=shared)
+    inverse_mass = jnp.eye(dim) if kind == "dense" else jnp.ones(dim)
+    out = _run_stage(stage, 0, positions, steps, inverse_mass, kind, kind)
     while out["rhat_lp"] > MAX_RHAT_LP and len(record["stages"]) <= max_extensions:
-        mass = pooled_inverse_mass(out["draws"], out["grads"], dense)
+        mass = pooled_inverse_mass(out["draws"], out["grads"], kind == "dense")
         out = _run_stage(stage, len(record["stages"]), out["positions"], out["step_sizes"],
-                         mass, dense, "extend")
-    if metric == "auto" and not dense and wants_dense(out["draws"], dense_max_dim):
-        dense = True
-        mass = pooled_inverse_mass(out["draws"], out["grads"], True)
+                         mass, kind, "extend")
+    if metric == "auto":
+        chosen = choose_metric(out["draws"], out["grads"], dense_max_dim)
+    else:
+        chosen = "low-rank" if metric == "low-rank" else kind
+    if chosen != kind:
+        kind = chosen
+        mass = pooled_metric(out["draws"], out["grads"], kind)
         out = _run_stage(stage, len(record["stages"]), out["positions"], out["step_sizes"],
-                         mass, True, "dense")
+                         mass, kind, kind)
     return Warmup(
         positions=np.asarray(out["positions"]),
         step_size=float(np.median(np.asarray(out["step_sizes"]))),
-        inverse_mass=pooled_inverse_mass(out["draws"], out["grads"], dense),
-        metric="dense" if dense else "diag",
+        inverse_mass=pooled_metric(out["draws"], out["grads"], kind),
+        metric=kind,
         trajectory_steps=out["trajectory_steps"],
         draws=out["draws"],
         logdensity=np.concatenate(record["lp"], axis=1),
@@ -287,14 +319,14 @@ def window_warmup(target, positions, key, *, num_steps: int = 500, metric: str =
     )
 
 
-def _run_stage(stage, index, positions, step_sizes, inverse_mass, dense, label) -> dict:
-    """Run stage ``index`` (`_stage` with the warm-up's fixed settings ``stage``) and
-    record its gradients, divergences and log densities."""
+def _run_stage(stage, index, positions, step_sizes, inverse_mass, kind, label) -> dict:
+    """Run stage ``index`` (`_stage` with the warm-up's fixed settings ``stage``) and record
+    its gradients, divergences and log densities."""
     record, num_steps = stage["record"], stage["num_steps"]
     keys = jax.random.split(jax.random.fold_in(stage["key"], index), positions.shape[0])
     final, new_steps, (draws, grads, lp, nsteps, divergent) = jax.block_until_ready(_stage(
-        record, stage["target"], keys, positions, step_sizes, inverse_mass, num_steps, dense,
-        stage["full"], stage["target_accept"]))
+        record, stage["target"], keys, positions, step_sizes, inverse_mass, num_steps, kind,
+        stage["target_accept"], stage["shared"]))
     record["grads"] += int(np.sum(nsteps))
     record["divergences"] += int(np.sum(divergent))
     record["lp"].append(np.asarray(lp))
@@ -313,6 +345,32 @@ def _run_stage(stage, index, positions, step_sizes, inverse_mass, dense, label) 
     }
 
 
+def low_rank_budget(dim: int) -> int:
+    """The most directions a warm-up's low-rank metric keeps: ``ceil(dim / 4)``, so that it
+    costs at most about half a dense one per leapfrog step."""
+    return max(1, math.ceil(LOW_RANK_MAX_FRACTION * dim))
+
+
+def choose_metric(draws: np.ndarray, grads: np.ndarray, dense_max_dim: int) -> str:
+    """``"diag"``, ``"dense"`` or ``"low-rank"`` from the pooled ``draws`` and ``grads`` (both
+    ``(chains, n, dim)``) of the last diagonal stage (the rule is in the module docstring)."""
+    dim = draws.shape[-1]
+    if dim < 2:
+        return "diag"
+    if wants_dense(draws, dense_max_dim):
+        rank = low_rank_inverse_mass(draws, grads).rank
+        return "low-rank" if 0 < rank <= low_rank_budget(dim) else "dense"
+    dense_possible = dim <= dense_max_dim and draws[..., 0].size >= 2 * dim
+    if dense_possible:
+        return "diag"
+    estimate = low_rank_inverse_mass(draws, grads)
+    if estimate.rank == 0:
+        return "diag"
+    values = np.asarray(estimate.values)
+    condition = max(values.max(), 1.0) / min(values.min(), 1.0)
+    return "low-rank" if condition > DENSE_CONDITION else "diag"
+
+
 def wants_dense(draws: np.ndarray, max_dim: int) -> bool:
     """Whether the pooled ``draws: (chains, n, dim)`` call for a dense metric (see module)."""
     pooled = np.asarray(draws).reshape(-1, draws.shape[-1])
@@ -324,6 +382,13 @@ def wants_dense(draws: np.ndarray, max_dim: int) -> bool:
     if not np.all(np.isfinite(corr)):
         return False
     return bool(np.linalg.cond(corr) > DENSE_CONDITION)
+
+
+def pooled_metric(draws: np.ndarray, grads: np.ndarray, kind: str):
+    """The pooled inverse mass of ``kind`` (``"diag"``, ``"dense"``, ``"low-rank"``)."""
+    if kind == "low-rank":
+        return low_rank_inverse_mass(draws, grads, max_rank=low_rank_budget(draws.shape[-1]))
+    return pooled_inverse_mass(draws, grads, kind == "dense")
 
 
 def pooled_inverse_mass(draws: np.ndarray, grads: np.ndarray, dense: bool) -> np.ndarray:

@@ -33,6 +33,7 @@ from adaptmc.kernels.manifold import (
     rmhmc,
     rmhmc_kernel,
 )
+from adaptmc.kernels.metrics import LowRankInverseMass
 from adaptmc.kernels.rwm import RWMParams, RWMState, rwm
 from adaptmc.kernels.step_size_adaptation import AdaptedState, with_step_size_adaptation
 
@@ -57,6 +58,7 @@ __all__ = [
     "KawasakiParams",
     "KERNELS",
     "Kernel",
+    "LowRankInverseMass",
     "MALAParams",
     "MSDParams",
     "ManifoldState",

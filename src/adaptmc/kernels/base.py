@@ -29,6 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from adaptmc.kernels.metrics import LowRankInverseMass
+
 Array = jax.Array
 
 DIVERGENCE_THRESHOLD = 1000.0
@@ -126,6 +128,9 @@ def check_shape(name: str, value, dim: int | None, matrix: bool = False) -> None
     shape ``()``, ``(dim,)`` or ``(dim, dim)``. No check when ``dim`` is None."""
     if dim is None:
         return
+    if matrix and isinstance(value, LowRankInverseMass):
+        _check_low_rank_shapes(name, value, dim)
+        return
     shape = np.shape(value)
     allowed = [(), (dim,)] + ([(dim, dim)] if matrix else [])
     if shape not in allowed:
@@ -135,7 +140,32 @@ def check_shape(name: str, value, dim: int | None, matrix: bool = False) -> None
         )
 
 
+def _check_low_rank_shapes(name: str, value: LowRankInverseMass, dim: int) -> None:
+    diag, vectors, values = (np.shape(a) for a in value)
+    k = values[0] if len(values) == 1 else -1
+    if diag != (dim,) or vectors != (dim, k):
+        raise ValueError(
+            f"{name} (low-rank) has diag {diag}, vectors {vectors}, values {values}; for a "
+            f"target of dimension {dim} they must be (dim,), (dim, k), (k,)")
+
+
+def _check_low_rank(inverse_mass: LowRankInverseMass) -> None:
+    check_positive("inverse_mass.diag", inverse_mass.diag)
+    values = np.asarray(inverse_mass.values, dtype=float)
+    if values.size:
+        check_positive("inverse_mass.values", values)
+    vectors = np.asarray(inverse_mass.vectors, dtype=float)
+    if vectors.ndim != 2 or vectors.shape[1] != values.size:
+        raise ValueError(f"low-rank inverse mass: vectors {vectors.shape} do not match "
+                         f"values {values.shape}")
+    if not np.allclose(vectors.T @ vectors, np.eye(values.size), atol=1e-6):
+        raise ValueError("low-rank inverse mass: the vectors must be orthonormal columns")
+
+
 def check_inverse_mass(inverse_mass) -> None:
+    if isinstance(inverse_mass, LowRankInverseMass):
+        _check_low_rank(inverse_mass)
+        return
     arr = np.asarray(inverse_mass, dtype=float)
     if arr.ndim == 2:
         if arr.shape[0] != arr.shape[1]:

@@ -1,7 +1,7 @@
 """Hamiltonian Monte Carlo with a fixed number of integrator steps.
 
 Neal (2011), "MCMC using Hamiltonian dynamics", Secs. 3.2 and 5.3: the leapfrog integrator,
-a unit, diagonal or dense mass matrix, partial momentum refreshment
+a unit, diagonal, dense or low-rank-plus-diagonal mass matrix, partial momentum refreshment
 ``p <- p cos(theta) + z sin(theta)`` (Horowitz 1991; Neal 2011, Sec. 5.3, momentum negated
 on rejection) and step-size jitter ``eps * U(1 - j, 1 + j)`` (Neal 2011, Sec. 5.4.2.2).
 """
@@ -48,7 +48,8 @@ class HMCState(NamedTuple):
 
 class HMCParams(NamedTuple):
     """step_size: leapfrog step eps; num_leapfrog: steps per trajectory L (int, may be a
-    traced value); inverse_mass: scalar, ``(dim,)`` or ``(dim, dim)``; refresh_angle: theta
+    traced value); inverse_mass: scalar, ``(dim,)``, ``(dim, dim)`` or a
+    `adaptmc.kernels.metrics.LowRankInverseMass`; refresh_angle: theta
     of partial refreshment (pi/2 = full refreshment); jitter: j of the step-size jitter."""
 
     step_size: float = 0.1

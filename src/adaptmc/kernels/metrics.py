@@ -3,7 +3,13 @@
 A `Metric` is a NamedTuple of functions (as in BlackJAX's ``metrics.py``), each taking the
 position too, so a position-dependent (Riemannian) metric has the same shape as a Euclidean
 one. The Euclidean metric is built from the inverse mass matrix passed at call time: a
-scalar (unit mass times a constant), a ``(dim,)`` diagonal, or a ``(dim, dim)`` dense matrix.
+scalar (unit mass times a constant), a ``(dim,)`` diagonal, a ``(dim, dim)`` dense matrix, or
+a `LowRankInverseMass` (a diagonal times a rank-``k`` modification of the identity).
+
+Cost per leapfrog step of each, next to one gradient evaluation: diagonal ``O(dim)``;
+low-rank ``O(dim k)`` (two ``(dim, k)`` products per metric operation, ``4 dim k`` flops for
+``M^{-1} p``); dense ``O(dim^2)`` (``2 dim^2`` flops for ``M^{-1} p``, and a triangular solve
+to draw the momentum).
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
+
+from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense  # noqa: F401
 
 Array = jax.Array
 
@@ -34,8 +42,49 @@ class Metric(NamedTuple):
     mass_quadratic: Callable[[Array, Array], Array]
 
 
-def euclidean_metric(inverse_mass: Array) -> Metric:
+def _low_rank_apply(y, vectors, scales):
+    """``(I + U (diag(scales) - I) U^T) y`` in ``O(dim k)``: with orthonormal ``U``, powers
+    of this operator are the same form with powered ``scales``."""
+    return y + vectors @ ((scales - 1.0) * (vectors.T @ y))
+
+
+def low_rank_metric(inverse_mass: LowRankInverseMass) -> Metric:
+    """The Euclidean metric of a `LowRankInverseMass` (nutpie's low-rank modified mass
+    matrix; `adaptmc.adaptation.low_rank`), every function ``O(dim k)``.
+
+    With ``s = D^{1/2}`` and ``R = I + U (Lambda^{1/2} - I) U^T`` (symmetric, ``R^2 = I +
+    U (Lambda - I) U^T`` as ``U^T U = I``): ``M^{-1} = s R^2 s``, the square root used by
+    ``scale`` is ``S = s R``, a momentum is ``p = s^{-1} R^{-1} z``, ``z ~ N(0, I)`` (its
+    covariance ``s^{-1} R^{-2} s^{-1} = M``), and ``d^T M d = y^T (I + U (Lambda^{-1} - I)
+    U^T) y`` with ``y = d / s``."""
+    diag, vectors, values = (jnp.asarray(a) for a in inverse_mass)
+    root = jnp.sqrt(diag)
+    root_values = jnp.sqrt(values)
+
+    def sample_momentum(key, position):
+        z = jax.random.normal(key, position.shape, position.dtype)
+        return _low_rank_apply(z, vectors, 1.0 / root_values) / root
+
+    def velocity(p, position):
+        return root * _low_rank_apply(root * p, vectors, values)
+
+    def kinetic_energy(p, position):
+        return 0.5 * jnp.sum(p * velocity(p, position))
+
+    def scale(v, position):
+        return root * _low_rank_apply(v, vectors, root_values)
+
+    def mass_quadratic(d, position):
+        y = d / root
+        return 0.5 * jnp.sum(y * _low_rank_apply(y, vectors, 1.0 / values))
+
+    return Metric(sample_momentum, kinetic_energy, velocity, scale, velocity, mass_quadratic)
+
+
+def euclidean_metric(inverse_mass: Array | LowRankInverseMass) -> Metric:
     """Gaussian kinetic energy ``K(p) = p^T M^{-1} p / 2`` (Neal 2011, Sec. 5.4.1)."""
+    if isinstance(inverse_mass, LowRankInverseMass):
+        return low_rank_metric(inverse_mass)
     inverse_mass = jnp.asarray(inverse_mass)
     if inverse_mass.ndim <= 1:
         sqrt_inv = jnp.sqrt(inverse_mass)

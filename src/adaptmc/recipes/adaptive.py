@@ -2,7 +2,8 @@
 
 1. **Warm-up** (`adaptmc.adaptation.window.window_warmup`): NUTS on Stan's windows, per chain,
    from Hoffman & Gelman's first step; repeated while the chains disagree on the log density;
-   a diagonal (draws and gradients) or dense metric chosen from the draws. It reaches the
+   a diagonal (draws and gradients), dense or low-rank-plus-diagonal (nutpie's) metric chosen
+   from the draws. It reaches the
    typical set from a far start and measures the scales, the step size and how long the
    trajectories NUTS chose were.
 2. **Tuning**: a bandit (GP-UCB by default, Wang, Mohamed & de Freitas 2013) over
@@ -38,7 +39,7 @@ from collections.abc import Callable
 import numpy as np
 
 from adaptmc import tuners
-from adaptmc.adaptation.window import window_warmup
+from adaptmc.adaptation.window import METRICS, window_warmup
 from adaptmc.kernels import HMCParams, hmc
 from adaptmc.recipes.parts import BANDIT_TUNERS, make_bandit, objective_from_name
 from adaptmc.recipes.plan import Plan, Prepared, check_plan, options_of
@@ -67,8 +68,9 @@ def adaptive_hmc(
         The bandit over ``(eps, L)``: one of ``gp-ucb``, ``parametric``, ``hedge``, ``sir``,
         ``random``.
     metric
-        ``"auto"`` (diagonal unless the warm-up's draws are strongly correlated), ``"diag"``
-        or ``"dense"``.
+        ``"auto"`` (diagonal unless the warm-up's draws are strongly correlated, then dense
+        or low-rank: `adaptmc.adaptation.window`), ``"diag"``, ``"dense"`` or ``"low-rank"``
+        (cost per leapfrog step ``O(dim)``, ``O(dim^2)``, ``O(dim k)``).
     warmup_steps
         NUTS transitions per chain of each warm-up stage (at least 150).
     tuning
@@ -91,8 +93,9 @@ def adaptive_hmc(
     if tuner not in BANDIT_TUNERS:
         raise ValueError(f"adaptive-hmc tunes with a bandit ({', '.join(BANDIT_TUNERS)}), "
                          f"not {tuner!r}")
-    if metric not in ("auto", "diag", "dense"):
-        raise ValueError(f"metric must be 'auto', 'diag' or 'dense', got {metric!r}")
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {', '.join(map(repr, METRICS))}, "
+                         f"got {metric!r}")
     for name, value, low in (("warmup_steps", warmup_steps, 150), ("tuning", tuning, 1),
                              ("draws", draws, 1), ("max_draws", max_draws, 1)):
         if int(value) != value or value < low:
@@ -156,6 +159,7 @@ def warmup_record(warm, plan: Plan) -> dict:
     return {
         "stages": list(warm.stages),
         "metric": warm.metric,
+        "metric_rank": int(warm.inverse_mass.rank) if warm.metric == "low-rank" else None,
         "step_size": warm.step_size,
         "num_grads": warm.num_grads,
         "divergences": warm.divergences,

@@ -32,7 +32,7 @@ def fingerprint(target, kernel, params, tuner, num_super_transitions, gradient_b
         "target_digest": target_digest(target),
         "dim": target.dim,
         "kernel": kernel.name,
-        "params": {k: np.asarray(v).tolist() for k, v in params._asdict().items()},
+        "params": {k: _jsonable(v) for k, v in params._asdict().items()},
         "tuner": tuner.name,
         "tuner_config": tuner_facts(tuner),
         "objective": None if objective is None else getattr(objective, "__name__",
@@ -45,6 +45,14 @@ def fingerprint(target, kernel, params, tuner, num_super_transitions, gradient_b
         "seed": seed,
         "thin": thin,
     }
+
+
+def _jsonable(value):
+    """A parameter as JSON: an array as nested lists, a NamedTuple of arrays (a low-rank
+    inverse mass) as a dict of them."""
+    if hasattr(value, "_asdict"):
+        return {k: _jsonable(v) for k, v in value._asdict().items()}
+    return np.asarray(value).tolist()
 
 
 def target_digest(target, digits: int = 10) -> str:
