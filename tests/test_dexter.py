@@ -156,7 +156,8 @@ def test_two_layer_network_matches_numpy_reference():
     target = bnn.bnn_target(model)
     position = jnp.asarray(rng.normal(scale=0.4, size=target.dim))
     mask = jnp.asarray((rng.random(37) < 0.8).astype(float))
-    value, grad = jax.value_and_grad(lambda p: bnn.log_joint(model, p, mask))(position)
+    # compiled: op by op, every primitive of the network would be compiled on its own
+    value, grad = jax.jit(jax.value_and_grad(lambda p: bnn.log_joint(model, p, mask)))(position)
     pos = bnn.unravel(model, position)
     weights = {g: np.asarray(w) for g, w in pos.weights.items()}
     log_prec = {g: np.asarray(v) for g, v in pos.log_precisions.items()}

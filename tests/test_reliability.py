@@ -370,10 +370,22 @@ def test_a_cached_cell_of_an_edited_target_is_computed_again(tmp_path):
     assert any(line.startswith("cached") for line in logged)
 
 
-def test_a_cached_reference_of_an_edited_target_is_not_reused(tmp_path):
+def test_a_cached_reference_of_an_edited_target_is_not_reused(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
     from adaptmc.bench import references
     from adaptmc.targets import gaussian
 
+    def exact_draws(target, seed, *, num_chains, num_warmup, num_draws):
+        """Exact draws in place of the NUTS run (two compilations of NUTS, 15 s): what is
+        tested is the cache's key; the NUTS reference itself is tested in test_bench.py
+        (`test_nuts_reference_recovers_a_gaussian_and_is_cached`)."""
+        rng = np.random.default_rng(seed)
+        sd = np.sqrt(np.diag(target.info["cov"]))
+        draws = target.info["mean"] + sd * rng.standard_normal((num_chains, num_draws, 2))
+        return SimpleNamespace(positions=draws)
+
+    monkeypatch.setattr("adaptmc.baselines.nuts", exact_draws)
     kwargs = dict(num_chains=4, num_warmup=200, num_draws=500, seed=1, directory=tmp_path)
     first = references.nuts_reference(gaussian(np.zeros(2), np.ones(2), name="g"), **kwargs)
     edited = references.nuts_reference(gaussian(np.full(2, 3.0), np.ones(2), name="g"),
