@@ -70,3 +70,29 @@ def test_the_summary_says_which_kernel_won():
     line = [x for x in format_summary(idata).splitlines() if x.startswith("portfolio:")]
     assert line and f"{record['winner']} won" in line[0] and "hmc" in line[0] \
         and "gadmala" in line[0]
+
+
+def test_the_bench_row_makes_the_draws_of_the_command_line(tmp_path):
+    """The bench's adaptmc-adaptive-portfolio row and `adaptmc sample --recipe
+    adaptive-portfolio` with the same options and seed make identical draws (same warm-up,
+    same trials, same winner)."""
+    import arviz as az
+
+    from adaptmc import bench
+    from adaptmc.bench.samplers import SAMPLERS, recipe_options
+    from adaptmc.cli import main
+
+    config = bench.BenchConfig(num_chains=2, num_warmup=150, num_samples=80)
+    name = "pdb-eight_schools-eight_schools_noncentered"
+    output = SAMPLERS["adaptmc-adaptive-portfolio"](get_target(name), 11, config)
+    options = recipe_options("adaptive-portfolio", config)
+    out = tmp_path / "cli"
+    code = main(["sample", "--target", name, "--recipe", "adaptive-portfolio", "--seed", "11",
+                 "--chains", "2", "--warmup-steps", str(options["warmup_steps"]), "--draws",
+                 str(options["draws"]), "--out", str(out), "--no-progress"])
+    assert code == 0
+    idata = az.from_netcdf(out / "draws.nc")
+    assert "portfolio" in idata.attrs
+    cli = np.concatenate([np.asarray(v.values).reshape(2, v.shape[1], -1)
+                          for v in idata.posterior.data_vars.values()], axis=-1)
+    np.testing.assert_array_equal(cli, output.positions)
