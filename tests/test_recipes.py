@@ -47,7 +47,7 @@ def test_every_recipe_runs_and_keeps_the_draws_after_its_warmup(name):
                                                                          super_transitions=14)
     if name == "bandit-hmc":
         options.update(mass_warmup=3, adapt_until=6)
-    if name == "adaptive-hmc":
+    if name in ("adaptive-hmc", "adaptive-portfolio"):
         options = FAST
     if name == "gradient-adaptive":
         options["kernel"] = "gadmala-diag"
