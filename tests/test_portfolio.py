@@ -93,6 +93,8 @@ def test_the_bench_row_makes_the_draws_of_the_command_line(tmp_path):
     assert code == 0
     idata = az.from_netcdf(out / "draws.nc")
     assert "portfolio" in idata.attrs
+    won = json.loads(idata.attrs["portfolio"])["winner"] == "gadmala"
+    assert output.params["gadmala_won"] == float(won)
     cli = np.concatenate([np.asarray(v.values).reshape(2, v.shape[1], -1)
                           for v in idata.posterior.data_vars.values()], axis=-1)
     np.testing.assert_array_equal(cli, output.positions)

@@ -77,7 +77,16 @@ def recipe_sampler(row: str) -> Callable[[Any, int, BenchConfig], SamplerOutput]
 
 
 def _final_setting(idata) -> dict:
-    """The tuned parameters of the last super-transition (the frozen setting)."""
+    """The tuned parameters of the last super-transition (the frozen setting); for an
+    adaptive-portfolio run, ``gadmala_won`` (1 or 0) and the winner's frozen scalars."""
+    if "portfolio" in idata.attrs:
+        import json
+
+        record = json.loads(idata.attrs["portfolio"])
+        winner = record["winner"]
+        scalars = {k: float(v) for k, v in record["trials"][winner]["params"].items()
+                   if isinstance(v, (int, float))}
+        return {"gadmala_won": float(winner == "gadmala"), **scalars}
     tuning = idata.tuning
     skip = set(("reward", "acceptance_rate", "divergences", "num_grads", "num_steps",
                 "num_draws", "warmup", "wall_s", "tuner_s", "objective_s"))
