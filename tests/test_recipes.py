@@ -42,8 +42,9 @@ def test_bandit_hmc_is_manual_with_its_options():
 
 # adaptive-hmc (the default recipe, whose NUTS warm-up is the dearest program to compile) is
 # held by `test_default_recipe_is_right_where_the_first_one_failed`, which makes the same
-# checks on its two runs
-@pytest.mark.parametrize("name", sorted(set(recipes.RECIPES) - {"adaptive-hmc"}))
+# checks on its two runs; adaptive-portfolio (the same warm-up) by tests/test_portfolio.py
+@pytest.mark.parametrize("name", sorted(set(recipes.RECIPES) - {"adaptive-hmc",
+                                                                 "adaptive-portfolio"}))
 def test_every_recipe_runs_and_keeps_the_draws_after_its_warmup(name):
     target = get_target("gauss-2d-v1")
     options = dict(SMALL, warmup=4) if name != "hmc-grid" else dict(SMALL, warmup=3,

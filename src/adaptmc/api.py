@@ -29,7 +29,7 @@ def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
     ``prepare`` step, if any (a warm-up from ``initial_positions``, default the run's own
     starts, with a key of its own), whose gradients count in the run's total; ``thin``
     (default: the plan's) keeps every ``thin``-th draw."""
-    prior_grads, attrs = 0, {}
+    prior_grads, attrs, initial_states = 0, {}, None
     if plan.prepare is not None:
         if progress:
             print(f"{plan.name}: warm-up ...", flush=True)
@@ -37,10 +37,14 @@ def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
             else initial_positions
         prepared = plan.prepare(target, np.asarray(starts), warmup_key(seed))
         plan, initial_positions = prepared.plan, prepared.positions
+        if prepared.states is not None:  # continue the chains, kernel state included
+            initial_positions, initial_states = None, prepared.states
         prior_grads = prepared.num_grads
         attrs = {"warmup": json.dumps(prepared.record, default=_jsonable),
                  "prior_wall_s": float(prepared.record.get("wall_s", 0.0)),
                  "prior_compile_s": float(prepared.record.get("compile_s", 0.0))}
+        if "portfolio" in prepared.record:
+            attrs["portfolio"] = json.dumps(prepared.record["portfolio"], default=_jsonable)
         check_plan(plan)
         if progress:
             print(f"{plan.name}: warm-up done ({prior_grads:,} gradients); tuning in the box "
@@ -51,7 +55,8 @@ def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
         num_super_transitions=plan.num_super_transitions,
         gradient_budget=plan.gradient_budget, num_chains=chains, tuner=plan.tuner,
         objective=plan.objective, num_warmup=plan.num_warmup, adapt_until=plan.adapt_until,
-        seed=seed, initial_positions=initial_positions, output_dir=output_dir, force=force,
+        seed=seed, initial_positions=initial_positions, initial_states=initial_states,
+        output_dir=output_dir, force=force,
         resume=resume, checkpoint_every=checkpoint_every,
         thin=plan.thin if thin is None else thin, progress=progress,
         config=json.loads(json.dumps(config, default=_jsonable)), prior_grads=prior_grads,

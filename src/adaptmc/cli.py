@@ -103,7 +103,9 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recipe", default=DEFAULT_RECIPE, choices=sorted(RECIPES),
                    help="a named sampler of adaptmc.recipes (default adaptive-hmc: NUTS "
                         "warm-up, then a bandit over HMC's (eps, L) in a box measured on the "
-                        "target; manual: any --kernel with any --tuner)")
+                        "target; adaptive-portfolio: the same warm-up, then adaptive HMC or "
+                        "gadMALA, whichever wins a trial; manual: any --kernel with any "
+                        "--tuner)")
     recipe = p.add_argument_group("recipe options (default: the recipe's)")
     _add_adaptive_hmc_options(recipe)
     recipe.add_argument("--kernel", default=None, choices=sorted(KERNELS),
@@ -182,10 +184,14 @@ def _add_adaptive_hmc_options(group) -> None:
                             "in sampling (default 1000)")
     group.add_argument("--max-draws", type=int, default=None,
                        help="adaptive-hmc: kept draws per chain at most, by thinning")
+    group.add_argument("--audition", type=int, default=None,
+                       help="adaptive-portfolio: frozen super-transitions ending each "
+                            "kernel's trial, on which it is scored (default 4)")
 
 
 RECIPE_FLAGS = (
-    "metric", "warmup_steps", "tuning", "draws", "max_draws", "kernel", "keep_adapting",
+    "metric", "warmup_steps", "tuning", "draws", "max_draws", "audition", "kernel",
+    "keep_adapting",
     "step_size", "num_leapfrog", "refresh_angle", "jitter", "inverse_mass",
     "super_transitions", "budget", "warmup", "adapt_until", "tuner", "grid", "box",
     "schedule", "anneal_rate", "target_accept", "objective", "adapt_mass", "mass_warmup",

@@ -228,6 +228,22 @@ def summary(idata, var_names=None):
         return az.summary(idata, var_names=var_names, round_to="none")
 
 
+def _portfolio_lines(attrs: dict) -> list[str]:
+    """The line of an ``adaptive-portfolio`` run (``attrs["portfolio"]``): which kernel won
+    and both trials' scores (lag-one ESS per 1000 gradients; NaN and why when out)."""
+    if "portfolio" not in attrs:
+        return []
+    record = attrs["portfolio"]
+    record = json.loads(record) if isinstance(record, str) else record
+    scores = []
+    for name, trial in record["trials"].items():
+        score = trial["score"]
+        scores.append(f"{name} {score:.4g}" + (f" (out: {trial['out']})" if trial["out"]
+                                               else ""))
+    return [f"portfolio: {record['winner']} won the trials (ess-lag1 per 1000 gradients: "
+            + ", ".join(scores) + ")"]
+
+
 def format_summary(idata, max_rows: int = 12) -> str:
     """A plain-text report: the run's totals (draws, gradient evaluations, acceptance,
     divergences per phase, robust min ESS per 1000 gradients with all tuning counted, ESJD), the
@@ -259,6 +275,7 @@ def format_summary(idata, max_rows: int = 12) -> str:
         f"robust min ESS per 1000 gradients {1000 * robust / max(grads, 1):.4g}  "
         f"wall {float(attrs.get('wall_s', float('nan'))):.1f} s "
         f"(compile {float(attrs.get('compile_s', float('nan'))):.1f} s)",
+        *_portfolio_lines(attrs),
         "",
     ]
     if found:

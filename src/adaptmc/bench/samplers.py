@@ -26,6 +26,7 @@ RECIPE_ROWS: dict[str, tuple[str, dict]] = {
     "adaptmc-adaptive-hmc-parametric": ("adaptive-hmc", {"tuner": "parametric"}),
     "adaptmc-adaptive-hmc-hedge": ("adaptive-hmc", {"tuner": "hedge"}),
     "adaptmc-adaptive-hmc-sir": ("adaptive-hmc", {"tuner": "sir"}),
+    "adaptmc-adaptive-portfolio": ("adaptive-portfolio", {}),
     "adaptmc-bandit-hmc": ("bandit-hmc", {}),
     "adaptmc-hmc-da": ("hmc-da", {}),
     "adaptmc-hmc-grid": ("hmc-grid", {}),
@@ -35,10 +36,11 @@ RECIPE_ROWS: dict[str, tuple[str, dict]] = {
 
 
 def recipe_options(recipe: str, config: BenchConfig) -> dict:
-    """The options a recipe row runs with at the bench's sizes: adaptive-hmc warms up for
-    ``num_warmup`` NUTS transitions and samples about ``num_samples`` draws' worth of
-    gradients; the super-transition recipes keep their own defaults."""
-    if recipe == "adaptive-hmc":
+    """The options a recipe row runs with at the bench's sizes: adaptive-hmc and
+    adaptive-portfolio warm up for ``num_warmup`` NUTS transitions and sample about
+    ``num_samples`` draws' worth of gradients; the super-transition recipes keep their own
+    defaults."""
+    if recipe in ("adaptive-hmc", "adaptive-portfolio"):
         return {"warmup_steps": max(150, config.num_warmup), "draws": config.num_samples}
     return {}
 
@@ -75,7 +77,16 @@ def recipe_sampler(row: str) -> Callable[[Any, int, BenchConfig], SamplerOutput]
 
 
 def _final_setting(idata) -> dict:
-    """The tuned parameters of the last super-transition (the frozen setting)."""
+    """The tuned parameters of the last super-transition (the frozen setting); for an
+    adaptive-portfolio run, ``gadmala_won`` (1 or 0) and the winner's frozen scalars."""
+    if "portfolio" in idata.attrs:
+        import json
+
+        record = json.loads(idata.attrs["portfolio"])
+        winner = record["winner"]
+        scalars = {k: float(v) for k, v in record["trials"][winner]["params"].items()
+                   if isinstance(v, (int, float))}
+        return {"gadmala_won": float(winner == "gadmala"), **scalars}
     tuning = idata.tuning
     skip = set(("reward", "acceptance_rate", "divergences", "num_grads", "num_steps",
                 "num_draws", "warmup", "wall_s", "tuner_s", "objective_s"))

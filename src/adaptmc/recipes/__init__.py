@@ -11,6 +11,9 @@ runs exactly that recipe.
 - ``adaptive-hmc`` (`adaptive_hmc`, the default): a NUTS warm-up on Stan's windows that
   reaches the typical set and measures scales and trajectory lengths, then a bandit over
   HMC's ``(eps, L)`` in a box built from those measurements, then frozen sampling;
+- ``adaptive-portfolio`` (`adaptive_portfolio`): the same warm-up, then an equal-cost trial
+  of adaptive HMC and of gadMALA, and the sampling budget to the one with the higher
+  reward (`adaptmc.recipes.portfolio`);
 - ``bandit-hmc``, ``gradient-adaptive``, ``hmc-da``, ``hmc-grid``, ``manual``: see
   `adaptmc.recipes.classic`.
 """
@@ -30,10 +33,12 @@ from adaptmc.recipes.classic import (
 )
 from adaptmc.recipes.parts import BANDIT_TUNERS, TUNER_CHOICES, hmc_box, make_tuner
 from adaptmc.recipes.plan import Plan, Prepared, check_plan
+from adaptmc.recipes.portfolio import adaptive_portfolio
 from adaptmc.targets.base import Target
 
 RECIPES: dict[str, Callable[..., Plan]] = {
     "adaptive-hmc": adaptive_hmc,
+    "adaptive-portfolio": adaptive_portfolio,
     "bandit-hmc": bandit_hmc,
     "gradient-adaptive": gradient_adaptive,
     "hmc-da": hmc_dual_averaging,
@@ -73,6 +78,7 @@ __all__ = [
     "Plan",
     "Prepared",
     "adaptive_hmc",
+    "adaptive_portfolio",
     "bandit_hmc",
     "build",
     "check_plan",

@@ -19,12 +19,15 @@ MIN_DRAWS = 4  # the fewest draws per super-transition an objective scores
 class Prepared(NamedTuple):
     """What a plan's ``prepare`` step returns: the plan to run (its settings now measured
     on the target), the chains' starting positions ``(chains, dim)``, the gradients the
-    preparation spent over all chains, and what it measured (JSON-able)."""
+    preparation spent over all chains, and what it measured (JSON-able); states: None, or
+    the chains' kernel states ``plan`` continues from (a trial's end, the kernel's own
+    adapted state included), which then replace ``positions``."""
 
     plan: Any
     positions: np.ndarray
     num_grads: int
     record: dict
+    states: Any = None
 
 
 class Plan(NamedTuple):

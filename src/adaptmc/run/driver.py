@@ -63,7 +63,10 @@ class RunResult:
 
     idata: ArviZ InferenceData with groups posterior, sample_stats, warmup_posterior,
     warmup_sample_stats and tuning; num_grads: gradient evaluations over all chains,
-    initial points, warm-up and tuning included; output_dir: the run folder (or None).
+    initial points, warm-up and tuning included; output_dir: the run folder (or None);
+    states: every chain's kernel state where the run stopped; params: the kernel's
+    ``Params`` of the last super-transition (the frozen setting once adaptation stopped).
+    A later run continues the chains exactly with ``initial_states=states``.
     """
 
     idata: Any
@@ -71,6 +74,8 @@ class RunResult:
     wall_s: float
     compile_s: float
     output_dir: Path | None
+    states: Any = None
+    params: Any = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,7 @@ class _Progress:
     chunks: list = field(default_factory=list)  # in memory only without a run folder
     pending: list = field(default_factory=list)  # draws since the last checkpoint
     frozen: dict | None = None  # the tuner's best setting, computed once adaptation stops
+    params: Any = None  # the kernel's parameters of the last super-transition run
 
 
 def run(
@@ -123,6 +129,7 @@ def run(
     adapt_until: int | None = None,
     seed: int = 0,
     initial_positions: np.ndarray | None = None,
+    initial_states: Any | None = None,
     init_jitter: float = 0.5,
     output_dir: str | Path | None = None,
     force: bool = False,
@@ -155,6 +162,11 @@ def run(
     initial_positions
         ``(num_chains, dim)``; default: the target's initial position plus
         ``U(-init_jitter, init_jitter)`` per coordinate.
+    initial_states
+        Every chain's kernel state (``kernel.init``'s, batched over chains; e.g. a previous
+        run's `RunResult.states`), replacing ``initial_positions``: the chains continue from
+        it, kernel-internal state (an adapted proposal factor) included, and no gradient is
+        spent on initial points.
     output_dir, force, resume, checkpoint_every
         Run folder; overwrite it; continue the run checkpointed there; super-transitions
         between checkpoints.
@@ -174,6 +186,10 @@ def run(
              seed, thin)
     _check_everything(target, kernel, params, tuner, objective, sizes, checkpoint_every)
     key_init, key_run = jax.random.split(jax.random.key(seed))
+    if initial_states is not None:
+        if initial_positions is not None:
+            raise ValueError("give initial_positions or initial_states, not both")
+        initial_positions = initial_states.position
     positions = _initial_positions(target, num_chains, initial_positions, init_jitter, key_init)
     run_dir = store.open_run_dir(
         output_dir, resume=resume, force=force, config=config,
@@ -181,7 +197,7 @@ def run(
     setup = _Setup(target, kernel, params, tuner, objective, num_super_transitions,
                    gradient_budget, num_chains, num_warmup, adapt_until, thin,
                    checkpoint_every, key_run, run_dir, dict(attrs or {}))
-    state = _start(setup, positions, key_init, resume)
+    state = _start(setup, positions, key_init, resume, initial_states)
     state.total_grads += int(prior_grads) if state.start_index == 0 else 0
     loop = SuperTransitionLoop(target, kernel, num_chains, max_kept=gradient_budget // thin,
                                max_group=_max_group(num_super_transitions, adapt_until,
@@ -189,7 +205,7 @@ def run(
     finished = _advance(setup, state, loop, progress, stop_after)
     if not finished:
         return RunResult(None, state.total_grads, time.perf_counter() - started,
-                         loop.compile_s, run_dir)
+                         loop.compile_s, run_dir, state.states, state.params)
     return _finish(setup, state, loop, started, seed)
 
 
@@ -252,12 +268,17 @@ def _jittered(key, start, num_chains: int, init_jitter):
     return start + jitter.astype(start.dtype)
 
 
-def _start(setup: _Setup, positions, key_init, resume: bool) -> _Progress:
-    """Fresh chain and tuner states, or those of the checkpoint when resuming."""
+def _start(setup: _Setup, positions, key_init, resume: bool,
+           initial_states=None) -> _Progress:
+    """Fresh chain and tuner states (the chains' from ``initial_states`` when given: no
+    initial gradient spent), or those of the checkpoint when resuming."""
     target, kernel = setup.target, setup.kernel
-    states = init_states(target, kernel, positions)
+    if initial_states is None:
+        states, spent = init_states(target, kernel, positions), setup.num_chains
+    else:
+        states, spent = jax.tree.map(jnp.asarray, initial_states), 0
     tuner_state = setup.tuner.init(jax.random.fold_in(key_init, 1))
-    state = _Progress(states, tuner_state, _empty_record(setup.tuner), setup.num_chains)
+    state = _Progress(states, tuner_state, _empty_record(setup.tuner), spent)
     if not resume:
         return state
     saved = store.load_checkpoint(setup.run_dir, setup.key, states, tuner_state)
@@ -339,6 +360,7 @@ def _super_transitions(setup: _Setup, state: _Progress, loop, index: int, count:
         state.frozen = tuner.best(state.tuner_state) if state.frozen is None else state.frozen
         proposal = state.frozen
     step_params = checks.with_proposal(kernel, setup.params, proposal, setup.target.dim)
+    state.params = step_params
     tuner_s = time.perf_counter() - tick
 
     num_steps = setup.gradient_budget // kernel.cost(step_params)
@@ -436,7 +458,8 @@ def _finish(setup: _Setup, state: _Progress, loop, started: float, seed: int) ->
     else:  # draws to disk first (one chunk in memory), then the summary block by block
         idata = store.write_draws(setup.run_dir, idata,
                                   describe=lambda lazy: _describe_tuning(setup, state, lazy))
-    return RunResult(idata, state.total_grads, wall, compile_s, setup.run_dir)
+    return RunResult(idata, state.total_grads, wall, compile_s, setup.run_dir, state.states,
+                     state.params)
 
 
 def _describe_tuning(setup: _Setup, state: _Progress, idata) -> None:
