@@ -62,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--quick", action="store_true", help="a small version for CI and demos")
     repro.add_argument("--force", action="store_true", help="overwrite the output folder")
     repro.add_argument("--seed", type=int, default=0)
+    repro.add_argument("--set", action="append", default=None, metavar="NAME=VALUE",
+                       help="replace one of the experiment's sizes (dexter: "
+                            "num_super_transitions, gradient_budget, nuts_warmup, "
+                            "start_steps, num_folds, tuner_burn_in), e.g. --set "
+                            "gradient_budget=4004")
     repro.add_argument("--no-compile-cache", action="store_true", help=COMPILE_CACHE_HELP)
 
     bench = add("bench", help="benchmark matrix: targets x samplers x seeds")
@@ -436,8 +441,9 @@ def cmd_reproduce(args) -> int:
 
         use_compile_cache()
     out = args.out or f"runs/{args.experiment}"
+    sizes = _parse_items(args.set, "--set", "NAME=VALUE", float) if args.set else None
     return run_experiment(args.experiment, out, quick=args.quick, force=args.force,
-                          seed=args.seed)
+                          seed=args.seed, sizes=sizes)
 
 
 def cmd_bench(args) -> int:
