@@ -7,6 +7,7 @@ NUTS's window adaptation of 1000 iterations (Stan's and BlackJAX's default), sam
 """
 
 import dataclasses
+import statistics
 import sys
 
 import jax
@@ -32,7 +33,8 @@ def main(names):
         ratios.append(ours / nuts)
         print(f"| {name} | {ours:,} | {nuts:,} | {ours / nuts:.2f} |", flush=True)
     ratios.sort()
-    print(f"\nmedian ratio {ratios[len(ratios) // 2] if len(ratios) % 2 else 0.5 * (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]):.2f}; lower on {sum(r < 1 for r in ratios)} of {len(ratios)}")
+    lower = sum(r < 1 for r in ratios)
+    print(f"\nmedian ratio {statistics.median(ratios):.2f}; lower on {lower} of {len(ratios)}")
 
 
 if __name__ == "__main__":

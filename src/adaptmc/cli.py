@@ -12,7 +12,6 @@ import json
 import sys
 from pathlib import Path
 
-
 COMPILE_CACHE_HELP = ("compile every program afresh (default: keep compiled programs in "
                       "~/.cache/adaptmc/jax, or $ADAPTMC_COMPILE_CACHE, and load them when the "
                       "same model and sizes run again)")
@@ -346,7 +345,7 @@ def _starts(args, target):
     return np.asarray(starting_positions(target, args.chains, args.seed, values, jitter))
 
 
-def _read_init(text: str) -> np.ndarray:
+def _read_init(text: str):
     """A ``.npy``, ``.json`` or whitespace-separated text file of real numbers (a text file
     of one line is one point)."""
     import numpy as np

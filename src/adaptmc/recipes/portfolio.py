@@ -166,8 +166,9 @@ def trial_seed(key, index: int) -> int:
 def gadmala_states(target: Target, positions, step_size: float, inverse_mass) -> Any:
     """gadMALA's chain states at ``positions: (chains, dim)`` with the factor
     ``L = step_size C``, ``C`` the lower Cholesky factor of ``inverse_mass`` (``(dim,)``
-    diagonal, ``(dim, dim)`` or a `LowRankInverseMass`, made dense), written in the kernel's scaled parametrisation
-    ``L = (I + N) diag(exp(l))``: ``exp(l) = step_size diag(C)``, ``I + N = C diag(C)^-1``."""
+    diagonal, ``(dim, dim)`` or a `LowRankInverseMass`, made dense), written in the
+    kernel's scaled parametrisation ``L = (I + N) diag(exp(l))``: ``exp(l) = step_size
+    diag(C)``, ``I + N = C diag(C)^-1``."""
     states = init_states(target, gadmala, jnp.asarray(positions))
     if isinstance(inverse_mass, LowRankInverseMass):
         inverse_mass = low_rank_dense(inverse_mass)

@@ -1,8 +1,7 @@
 """Running chains: the compiled super-transition loop (`loop`), the run folder (`store`),
 InferenceData assembly (`idata`), progress callbacks (`callbacks`) and the driver `run`."""
 
-from adaptmc.run.driver import (RECORD_FIELDS, RunResult, default_positions, run,
-                                starting_positions)
+from adaptmc.run.driver import RECORD_FIELDS, RunResult, default_positions, run, starting_positions
 from adaptmc.run.idata import to_inference_data
 from adaptmc.run.loop import STEP_FIELDS, SuperTransitionLoop
 
