@@ -11,8 +11,9 @@ robot_arm_bnn_target`). Samplers, all with momentum persistence ``cos(theta) = 0
 - **MSD**: `adaptmc.kernels.manifold.msd_kernel` on the Gauss-Newton metric, one
   generalised-leapfrog step per iteration with Metropolis correction and the exact
   Hamiltonian (``log|G|`` kept, so the draws are from the posterior itself, not the
-  posterior times Zlochin & Baram's Jeffreys factor), the step size of the grid whose pilot
-  mean ``|H error|`` is closest to 0.05;
+  posterior times Zlochin & Baram's Jeffreys factor), fixed points solved with Anderson
+  acceleration (``MSD_MEMORY``; the same equations to the same tolerance), the step size of
+  the grid whose pilot mean ``|H error|`` is closest to 0.05;
 - **bandit MSD**: the same kernel with its step size tuned by GP-UCB (`adaptmc.recipes.
   manual`), at the fixed MSD's measured cost;
 - **NUTS**: BlackJAX NUTS with window adaptation (`adaptmc.experiments.robot_arm.run_nuts`),
@@ -234,8 +235,10 @@ def run_nuts_runs(target, cfg: Config, total_cost: float, seed: int, starts) -> 
     draws, grads, walls, infos = [], [], [], []
     for run in range(cfg.num_runs):
         tick = time.perf_counter()
+        # a draw costs at least one gradient: the budget, not max_draws, ends the run
         positions, cumulative, info = run_nuts(target, starts[run], int(total_cost),
-                                               cfg.nuts_warmup, seed + run)
+                                               cfg.nuts_warmup, seed + run,
+                                               max_draws=int(total_cost))
         walls.append(time.perf_counter() - tick)
         draws.append(positions)
         grads.append(info["num_grads"])
