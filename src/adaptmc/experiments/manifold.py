@@ -11,8 +11,9 @@ robot_arm_bnn_target`). Samplers, all with momentum persistence ``cos(theta) = 0
 - **MSD**: `adaptmc.kernels.manifold.msd_kernel` on the Gauss-Newton metric, one
   generalised-leapfrog step per iteration with Metropolis correction and the exact
   Hamiltonian (``log|G|`` kept, so the draws are from the posterior itself, not the
-  posterior times Zlochin & Baram's Jeffreys factor), the step size of the grid whose pilot
-  mean ``|H error|`` is closest to 0.05;
+  posterior times Zlochin & Baram's Jeffreys factor), fixed points solved with Anderson
+  acceleration (``MSD_MEMORY``; the same equations to the same tolerance), the step size of
+  the grid whose pilot mean ``|H error|`` is closest to 0.05;
 - **bandit MSD**: the same kernel with its step size tuned by GP-UCB (`adaptmc.recipes.
   manual`), at the fixed MSD's measured cost;
 - **NUTS**: BlackJAX NUTS with window adaptation (`adaptmc.experiments.robot_arm.run_nuts`),
@@ -73,12 +74,16 @@ FULL = Config(10, 3000, 1000, 20, 200, (0.0002, 0.0003, 0.0004, 0.0005, 0.0007, 
               (0.005, 0.01, 0.015, 0.02, 0.03), 30, 500)
 QUICK = Config(3, 450, 150, 10, 100, (0.0002, 0.0003, 0.0005), (0.005, 0.01, 0.02), 6, 150)
 MSD_ITERATIONS, MSD_TOLERANCE = 100, 1e-6  # fixed-point limits (20 diverged half the time)
+MSD_MEMORY = 3  # Anderson acceleration of the fixed points (`integrators.fixed_point`)
 MAX_PILOT_DIVERGENCE = 0.1
 
 
 def compiled_chains(kernel, target, num_runs: int, num_iterations: int):
     """``fn(keys, starts, params) -> (positions, num_grads, energy_error, accepted,
-    divergent)``, each ``(runs, iterations, ...)``, compiled once (params are traced)."""
+    divergent)``, each ``(runs, iterations, ...)``, compiled once (params are traced).
+    Runs are vmapped: a vmapped while-loop (MSD's fixed points) runs every run to the
+    slowest one's count, but running them one after another (``lax.map``) measured slower
+    still (`scripts/msd_profile.py`)."""
 
     def chain(key, start, params):
         def body(state, k):
@@ -168,7 +173,7 @@ def run_samplers(target, cfg: Config, seed: int, starts) -> dict:
     keys = jax.random.split(jax.random.fold_in(key, 2), cfg.num_runs)
     pilot_keys = jax.random.split(jax.random.fold_in(key, 3), cfg.num_runs)
     results = {}
-    msd = msd_kernel(metric)
+    msd = msd_kernel(metric, memory=MSD_MEMORY)
     samplers = {
         "HMC30": (hmc, lambda e: HMCParams(step_size=e, num_leapfrog=30,
                                            refresh_angle=PERSISTENCE), cfg.hmc_grid, _hmc_score),
@@ -203,7 +208,7 @@ def run_tuned_msd(target, cfg: Config, total_cost: float, overcount: float, seed
     from adaptmc import api, recipes
     from adaptmc.tuners import make_box
 
-    kernel = msd_kernel(target.info["metric"])
+    kernel = msd_kernel(target.info["metric"], memory=MSD_MEMORY)
     num = cfg.tuned_super_transitions
     budget = int(total_cost * overcount / num)
     plan = recipes.manual(
@@ -230,8 +235,10 @@ def run_nuts_runs(target, cfg: Config, total_cost: float, seed: int, starts) -> 
     draws, grads, walls, infos = [], [], [], []
     for run in range(cfg.num_runs):
         tick = time.perf_counter()
+        # a draw costs at least one gradient: the budget, not max_draws, ends the run
         positions, cumulative, info = run_nuts(target, starts[run], int(total_cost),
-                                               cfg.nuts_warmup, seed + run)
+                                               cfg.nuts_warmup, seed + run,
+                                               max_draws=int(total_cost))
         walls.append(time.perf_counter() - tick)
         draws.append(positions)
         grads.append(info["num_grads"])
@@ -259,7 +266,7 @@ def run_manifold(out, quick: bool = False, force: bool = False, seed: int = 0,
     results = run_samplers(target, cfg, seed, starts)
     msd = results["MSD"]
     msd_cost = float(msd["num_grads"].sum(axis=1).mean())
-    upper = msd_kernel(target.info["metric"]).cost(
+    upper = msd_kernel(target.info["metric"], memory=MSD_MEMORY).cost(
         MSDParams(max_iterations=MSD_ITERATIONS, tolerance=MSD_TOLERANCE))
     overcount = upper / float(msd["num_grads"].mean())
     results["MSD (GP-UCB)"] = run_tuned_msd(target, cfg, msd_cost, overcount, seed, starts)

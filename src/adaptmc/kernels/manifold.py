@@ -20,8 +20,14 @@ read as part of the prior. Both are offered (``log_det`` in the parameters).
 Non-convergence of a fixed-point iteration, a metric that is not positive definite, or any
 non-finite value is a rejected, counted divergence. ``num_grads`` reports gradient-
 equivalents: log-density gradients plus ``metric.cost`` per evaluation or pullback of ``G``
-(see `generalized_leapfrog`); ``cost(params)`` is the upper bound reached when every
-fixed-point iteration runs to ``max_iterations``, so a super-transition never overspends.
+(or ``metric.quadratic_cost`` per Gauss-Newton quadratic force; see `generalized_leapfrog`);
+``cost(params)`` is the upper bound reached when every fixed-point iteration runs to
+``max_iterations``, so a super-transition never overspends. The fixed points are solved by
+plain iteration or, with ``memory > 0`` in `msd_kernel` / `rmhmc_kernel`, by Anderson
+acceleration (`adaptmc.kernels.integrators.fixed_point`): the same equations to the same
+tolerance. For a metric with a ``quadratic_gradient`` the state carries ``G``'s factor,
+inverse and log-determinant gradient at its position, so an iteration does not evaluate
+``G`` again where the last one ended.
 
 The metric is bound by `rmhmc_kernel(metric)` / `msd_kernel(metric)`; the registered
 ``rmhmc`` and ``msd`` kernels take it from ``target.info["metric"]`` (the models of
@@ -48,8 +54,11 @@ from adaptmc.kernels.base import (
 )
 from adaptmc.kernels.integrators import (
     IntegratorState,
+    MetricTerms,
     integrate_implicit,
     metric_terms,
+    terms_cost,
+    uses_quadratic,
 )
 from adaptmc.kernels.metrics import RiemannianMetric, hessian_metric
 
@@ -59,12 +68,19 @@ MSD_REFRESH_ANGLE = math.acos(0.95)  # Zlochin & Baram's persistence cos(theta) 
 
 
 class ManifoldState(NamedTuple):
-    """``momentum`` is NaN until the first step (then drawn in full from ``N(0, G(q))``)."""
+    """``momentum`` is NaN until the first step (then drawn in full from ``N(0, G(q))``).
+    ``metric_chol``, ``metric_inverse``, ``log_det_gradient``: `MetricTerms` at the
+    position, carried so that a metric with a ``quadratic_gradient`` is not evaluated
+    again at the start of the next iteration (``log_det_gradient`` is zero for other
+    metrics, whose pullback is recomputed)."""
 
     position: Array
     logdensity: Array
     logdensity_grad: Array
     momentum: Array
+    metric_chol: Array
+    metric_inverse: Array
+    log_det_gradient: Array
 
 
 class RMHMCParams(NamedTuple):
@@ -108,10 +124,26 @@ def metric_of(target) -> RiemannianMetric:
     return metric
 
 
-def init(position: Array, target) -> ManifoldState:
+def _state(position, logdensity, grad, momentum, terms: MetricTerms) -> ManifoldState:
+    log_det = (jnp.zeros_like(position) if terms.log_det_gradient is None
+               else terms.log_det_gradient)
+    return ManifoldState(position, logdensity, grad, momentum, terms.chol, terms.inverse,
+                         log_det)
+
+
+def _init(position: Array, target, metric: RiemannianMetric | None) -> ManifoldState:
+    """The state at ``position``; its terms with ``w = 1`` (a step with ``w = 0`` ignores
+    the log-determinant gradient)."""
+    metric = metric_of(target) if metric is None else metric
     position = jnp.asarray(position)
     logdensity, grad = target.logdensity_and_grad(position)
-    return ManifoldState(position, logdensity, grad, jnp.full_like(position, jnp.nan))
+    return _state(position, logdensity, grad, jnp.full_like(position, jnp.nan),
+                  metric_terms(metric, position))
+
+
+def init(position: Array, target) -> ManifoldState:
+    """The state at ``position`` for the target's metric (`metric_of`)."""
+    return _init(position, target, None)
 
 
 def _hamiltonian(logdensity, chol, momentum, log_det_weight):
@@ -121,12 +153,18 @@ def _hamiltonian(logdensity, chol, momentum, log_det_weight):
     return -logdensity + 0.5 * log_det_weight * log_det + 0.5 * jnp.sum(whitened**2)
 
 
-def _step(key, state: ManifoldState, target, params, num_leapfrog, metric):
+def _step(key, state: ManifoldState, target, params, num_leapfrog, metric, memory=0):
     """Refresh ``p`` (partially), ``num_leapfrog`` generalised-leapfrog steps, M-H."""
     metric = metric_of(target) if metric is None else metric
     key_momentum, key_accept = jax.random.split(key)
     dtype = state.position.dtype
-    terms = metric_terms(metric, state.position)
+    if uses_quadratic(metric):  # the state carries them
+        terms = MetricTerms(state.metric_chol, state.metric_inverse, None,
+                            state.log_det_gradient)
+        start_cost = 0.0
+    else:
+        terms = metric_terms(metric, state.position, params.log_det)
+        start_cost = terms_cost(metric, params.log_det)
     noise = jax.random.normal(key_momentum, state.position.shape, dtype)
     fresh = terms.chol @ noise
     angle = jnp.asarray(params.refresh_angle, dtype)
@@ -134,33 +172,35 @@ def _step(key, state: ManifoldState, target, params, num_leapfrog, metric):
                          state.momentum * jnp.cos(angle) + fresh * jnp.sin(angle))
     tolerance = jnp.maximum(params.tolerance, 10 * jnp.finfo(dtype).eps)
     start = IntegratorState(state.position, momentum, state.logdensity, state.logdensity_grad)
-    end, end_chol, implicit = integrate_implicit(
+    end, end_terms, implicit = integrate_implicit(
         start, params.step_size, num_leapfrog, target.logdensity_and_grad, metric, terms,
         log_det_weight=params.log_det, max_iterations=params.max_iterations,
-        tolerance=tolerance,
+        tolerance=tolerance, memory=memory,
     )
     energy_start = _hamiltonian(state.logdensity, terms.chol, momentum, params.log_det)
-    energy_end = _hamiltonian(end.logdensity, end_chol, end.momentum, params.log_det)
+    energy_end = _hamiltonian(end.logdensity, end_terms.chol, end.momentum, params.log_det)
     log_ratio = energy_start - energy_end
     # without the correction a converged step is always taken; a failed one never is
     log_ratio = jnp.where(params.metropolis > 0, log_ratio, jnp.where(jnp.isfinite(log_ratio),
                                                                       0.0, log_ratio))
     log_ratio = jnp.where(implicit.converged, log_ratio, jnp.nan)
-    num_grads = jnp.ceil(metric.cost + implicit.num_grads)
+    num_grads = jnp.ceil(start_cost + implicit.num_grads)
     accept, info = metropolis_hastings(key_accept, log_ratio, num_grads)
     energy_error = jnp.where(implicit.converged, energy_end - energy_start, jnp.inf)
     info = info._replace(energy_error=jnp.where(jnp.isfinite(energy_error), energy_error,
                                                 jnp.inf))
-    proposal = ManifoldState(end.position, end.logdensity, end.logdensity_grad, end.momentum)
-    rejected = ManifoldState(state.position, state.logdensity, state.logdensity_grad, -momentum)
+    proposal = _state(end.position, end.logdensity, end.logdensity_grad, end.momentum,
+                      end_terms)
+    rejected = state._replace(momentum=-momentum)
     return select(accept, proposal, rejected), info
 
 
 def _upper_cost(metric_cost: float, num_leapfrog: int, max_iterations: int) -> int:
     """Gradient-equivalents when every fixed-point iteration runs to the limit: ``G`` at the
-    start, then per step one gradient and ``2 max_iterations + 2`` metric evaluations or
-    pullbacks (plus ``G`` at each later step's start)."""
-    per_step = 1 + metric_cost * (2 * max_iterations + 2)
+    start, then per step one gradient and ``2 max_iterations + 3`` metric evaluations or
+    pullbacks (the third: the log-determinant pullback of a metric with a
+    ``quadratic_gradient``; plus ``G`` at each later step's start)."""
+    per_step = 1 + metric_cost * (2 * max_iterations + 3)
     return math.ceil(metric_cost * num_leapfrog + num_leapfrog * per_step)
 
 
@@ -197,32 +237,41 @@ RMHMC_TUNABLES = (*MSD_TUNABLES, Tunable("num_leapfrog", integer=True, bounds=(1
                                          log=True, label="L", stat="n_steps"))
 
 
-def rmhmc_kernel(metric: RiemannianMetric | None = None, name: str = "rmhmc") -> Kernel:
+def rmhmc_kernel(metric: RiemannianMetric | None = None, name: str = "rmhmc",
+                 memory: int = 0) -> Kernel:
     """Riemannian manifold HMC (Girolami & Calderhead 2011) on ``metric`` (None: the
-    target's, see `metric_of`)."""
+    target's, see `metric_of`); ``memory``: Anderson acceleration of the fixed-point
+    iterations (`adaptmc.kernels.integrators.fixed_point`; 0: plain iteration)."""
 
     def step(key, state, target, params: RMHMCParams) -> tuple[ManifoldState, StepInfo]:
-        return _step(key, state, target, params, params.num_leapfrog, metric)
+        return _step(key, state, target, params, params.num_leapfrog, metric, memory)
 
     def cost(params: RMHMCParams) -> int:
         unit = params.metric_cost if metric is None else metric.cost
         return _upper_cost(unit, int(params.num_leapfrog), int(params.max_iterations))
 
-    return Kernel(name, init, step, cost, _rmhmc_check, RMHMCParams, RMHMC_TUNABLES)
+    def init_state(position, target) -> ManifoldState:
+        return _init(position, target, metric)
+
+    return Kernel(name, init_state, step, cost, _rmhmc_check, RMHMCParams, RMHMC_TUNABLES)
 
 
-def msd_kernel(metric: RiemannianMetric | None = None, name: str = "msd") -> Kernel:
+def msd_kernel(metric: RiemannianMetric | None = None, name: str = "msd",
+               memory: int = 0) -> Kernel:
     """Manifold stochastic dynamics (Zlochin & Baram 2000) on ``metric`` (None: the
-    target's, see `metric_of`)."""
+    target's, see `metric_of`); ``memory`` as in `rmhmc_kernel`."""
 
     def step(key, state, target, params: MSDParams) -> tuple[ManifoldState, StepInfo]:
-        return _step(key, state, target, params, 1, metric)
+        return _step(key, state, target, params, 1, metric, memory)
 
     def cost(params: MSDParams) -> int:
         unit = params.metric_cost if metric is None else metric.cost
         return _upper_cost(unit, 1, int(params.max_iterations))
 
-    return Kernel(name, init, step, cost, _check_common, MSDParams, MSD_TUNABLES)
+    def init_state(position, target) -> ManifoldState:
+        return _init(position, target, metric)
+
+    return Kernel(name, init_state, step, cost, _check_common, MSDParams, MSD_TUNABLES)
 
 
 rmhmc = rmhmc_kernel()

@@ -154,11 +154,18 @@ class RiemannianMetric(NamedTuple):
     The momentum of a kernel on this metric is ``p ~ N(0, G(q))`` and the kinetic energy
     ``p^T G(q)^-1 p / 2 (+ log|G(q)| / 2)``; `adaptmc.kernels.integrators` counts a pullback
     through ``G`` (the reverse sweep) as one more evaluation of ``cost``.
+
+    quadratic_gradient: optional ``(q, v) -> d/dq [v^T G(q) v / 2]`` at fixed ``v``, the
+    kinetic force of the generalised leapfrog's momentum half-step, when the metric can
+    compute it without a pullback through ``G`` (`gauss_newton_metric`: one forward-over-
+    reverse product); quadratic_cost: its gradient-equivalents.
     """
 
     matrix: Callable[[Array], Array]
     cost: float
     name: str = "user"
+    quadratic_gradient: Callable[[Array, Array], Array] | None = None
+    quadratic_cost: float = 0.0
 
 
 def _symmetric(matrix: Array) -> Array:
@@ -222,9 +229,23 @@ def gauss_newton_metric(
         data_term = noise_precision * (jac.T @ jac + regulariser * jnp.eye(dim_, dtype=dtype))
         return _symmetric(data_term) + jnp.diag(alpha + regulariser)
 
+    def quadratic_gradient(position, v):
+        """``beta d/dq |J(q) v|^2 / 2``: ``J(q) v`` by one forward-mode pass over the data
+        (``jvp``), its gradient by one reverse pass over that (Pearlmutter 1994's
+        R-operator): the cost of a Hessian-vector product, counted 2 gradient-equivalents
+        whatever ``K``."""
+
+        def directional(q):
+            outputs = jax.vmap(output, in_axes=(None, 0))
+            return jax.jvp(lambda w: outputs(w, inputs), (q,), (v,))[1]
+
+        values, pullback = jax.vjp(directional, position)
+        return noise_precision * pullback(values)[0]
+
     position_shape = jax.ShapeDtypeStruct((dim,), inputs.dtype)
     num_outputs = int(np.prod(jax.eval_shape(output, position_shape, inputs[0]).shape))
-    return RiemannianMetric(matrix, float(num_outputs), "gauss-newton")
+    return RiemannianMetric(matrix, float(num_outputs), "gauss-newton", quadratic_gradient,
+                            2.0)
 
 
 def fisher_metric(
