@@ -60,7 +60,11 @@ def test_regret_bound_and_expected_improvement_by_hand():
     assert regret_bound(post._replace(low=-4.0, high=-2.0)) == math.inf  # no positive reward
     assert regret_bound(None) == math.inf
     ei = 0.1 / math.sqrt(2 * math.pi)
-    assert separation(post)[1] == pytest.approx(2 * ei / 4, rel=1e-9)
+    assert separation(post)[2] == pytest.approx(2 * ei / 4, rel=1e-9)
+    assert separation(post)[1] == pytest.approx(0.0, abs=1e-12)  # UCB peaks at the best
+    # the best measured at u = 0.5 instead: the lead is mu(1) - mu(0.5) = 0.25, times 2 / 3.5
+    lead = separation(post._replace(measured=np.array([[0.2], [0.5]])))[1]
+    assert lead == pytest.approx(2 * 0.25 / 3.5, rel=0.02)  # DIRECT samples near u = 1
 
 
 def test_stops_at_the_minimum_where_no_setting_can_be_much_better_and_never_before():
@@ -81,7 +85,7 @@ def test_stops_at_the_minimum_where_no_setting_can_be_much_better_and_never_befo
     assert proposal == tuner.best(after)
     facts = tuner.describe(after)
     assert facts["wrapper"] == "stop" and facts["stopped_at"] == 5
-    assert facts["gaps"][:4] == [None] * 4 and facts["eis"][:4] == [None] * 4
+    assert facts["gaps"][:4] == facts["leads"][:4] == facts["eis"][:4] == [None] * 4
 
 
 def test_runs_to_the_maximum_on_a_peaked_reward():
