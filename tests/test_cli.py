@@ -148,3 +148,89 @@ def test_a_users_target_module_in_the_current_folder(tmp_path, monkeypatch, caps
     assert code == 0, capsys.readouterr().err
     idata = az.from_netcdf(out / "draws.nc")
     assert idata.posterior["mu"].shape[2] == 2
+
+
+def test_init_file_sets_the_starts_and_is_recorded_for_resume(tmp_path, capsys):
+    """``--init`` with ``--init-jitter 0``: every chain starts at the file's point (the
+    run's starts, recorded in the config with the file's values); a (chains, dim) file
+    sets each chain's start; the same starts from Python's ``init``."""
+    import json
+
+    import adaptmc
+    from adaptmc.run import starting_positions
+    from adaptmc.targets import get_target
+
+    point = tmp_path / "start.txt"
+    point.write_text("3.0 -2.0\n")
+    out = tmp_path / "run"
+    args = [*MANUAL, "--target", "gauss-2d-v1", "--step-size", "0.05", "--num-leapfrog",
+            "5", "--super-transitions", "2", "--budget", "50", "--warmup", "0", "--chains",
+            "2", "--no-progress", "--init", str(point), "--init-jitter", "0"]
+    assert main([*args, "--out", str(out)]) == 0
+    saved = json.loads((out / "config.json").read_text())["cli"]
+    assert saved["init_values"] == [3.0, -2.0] and saved["init_jitter"] == 0.0
+    point.write_text("9 9\n")  # a changed file does not change a resumed run's starts
+    target = get_target("gauss-2d-v1")
+    np.testing.assert_array_equal(starting_positions(target, 2, 0, [3.0, -2.0], 0.0),
+                                  [[3.0, -2.0], [3.0, -2.0]])
+    jittered = np.asarray(starting_positions(target, 2, 0, [3.0, -2.0], 0.1))
+    assert np.all(np.abs(jittered - [3.0, -2.0]) <= 0.1) and jittered[0, 0] != jittered[1, 0]
+    per_chain = tmp_path / "starts.npy"
+    np.save(per_chain, np.array([[1.0, 1.0], [-1.0, 0.5]]))
+    idata_cli = tmp_path / "per-chain"
+    assert main([*args[:-4], "--init", str(per_chain), "--out", str(idata_cli)]) == 0
+    cli = az.from_netcdf(idata_cli / "draws.nc").posterior["x"].values
+    api = adaptmc.sample(target, recipe="manual", kernel="hmc", step_size=0.05,
+                         num_leapfrog=5, super_transitions=2, budget=50, warmup=0, chains=2,
+                         seed=0, progress=False, init=np.array([[1.0, 1.0], [-1.0, 0.5]]))
+    np.testing.assert_array_equal(cli, api.posterior["x"].values)
+
+
+@pytest.mark.parametrize("content, extra, message", [
+    ("1 2 3\n", [], "init must have shape (2,)"),
+    ("1 nan\n", [], "expected finite real numbers"),
+    ("one two\n", [], "expected real numbers"),
+    ("0 0\n", ["--init-jitter", "-1"], "init_jitter must be a finite number >= 0"),
+    (None, [], "no such file"),
+])
+def test_bad_init_gives_one_clear_error_and_writes_nothing(tmp_path, capsys, content, extra,
+                                                          message):
+    path = tmp_path / "start.txt"
+    if content is not None:
+        path.write_text(content)
+    out = tmp_path / "never"
+    code = main([*MANUAL, "--target", "gauss-2d-v1", "--init", str(path), *extra, "--out",
+                 str(out), "--no-progress", "--super-transitions", "2", "--budget", "50",
+                 "--warmup", "0"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err and err.count("error:") == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["dexter", "--set", "foo=1"], "not a size"),
+    (["dexter", "--set", "gradient_budget=0.5"], "expected a positive integer"),
+    (["dexter", "--set", "gradient_budget"], "expected NAME=VALUE"),
+    (["hmc-cost", "--set", "num_steps=10"], "takes no --set sizes"),
+])
+def test_reproduce_sizes_are_checked_before_anything_is_written(tmp_path, capsys, args,
+                                                                message):
+    out = tmp_path / "never"
+    code = main(["reproduce", *args, "--out", str(out), "--no-compile-cache"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("error:") == 1
+    assert not out.exists()
+
+
+def test_reproduce_sizes_replace_the_dexter_config(monkeypatch, tmp_path):
+    """``--set`` fields land in the configuration the experiment runs."""
+    from adaptmc.experiments import dexter
+
+    seen = {}
+    monkeypatch.setattr(dexter, "run_experiment",
+                        lambda config, seed, out: seen.update(config=config) or {"table": ""})
+    code = main(["reproduce", "dexter", "--quick", "--set", "num_super_transitions=7", "--set",
+                 "gradient_budget=123", "--out", str(tmp_path / "d"), "--no-compile-cache"])
+    assert code == 0
+    assert seen["config"] == dexter.QUICK._replace(num_super_transitions=7, gradient_budget=123)

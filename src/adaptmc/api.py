@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from adaptmc.recipes import DEFAULT_RECIPE, Plan, build, check_plan
-from adaptmc.run import RunResult, default_positions, run
+from adaptmc.run import RunResult, default_positions, run, starting_positions
 
 
 def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
@@ -72,7 +72,7 @@ def warmup_key(seed: int):
 def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int = 4,
            seed: int = 0, output_dir: str | Path | None = None, force: bool = False,
            thin: int | None = None, progress: bool = True, model_kwargs: dict | None = None,
-           **options):
+           init=None, init_jitter: float = 0.5, **options):
     """Draw from ``target`` with the named ``recipe`` and return ArviZ InferenceData.
 
     Parameters
@@ -87,6 +87,11 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         Chains run in parallel, the run's seed, keep every ``thin``-th draw.
     output_dir, force
         Write a run folder (resumable, see `adaptmc.run.run`).
+    init, init_jitter
+        Where the chains start, in the target's unconstrained space (`adaptmc.run.
+        starting_positions`): ``None`` (the target's initial position) or a ``(dim,)``
+        point, each plus ``U(-init_jitter, init_jitter)`` per chain and coordinate; or
+        ``(chains, dim)`` points, used as they are.
     progress
         Show a progress bar and print the summary at the end.
     **options
@@ -97,8 +102,10 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
 
     made = as_target(target, *model_args, **(model_kwargs or {}))
     plan = build(recipe, made, seed=seed, **options)
-    result = run_plan(made, plan, chains=chains, seed=seed, output_dir=output_dir,
-                      force=force, thin=thin, progress=progress)
+    starts = None if init is None and init_jitter == 0.5 else \
+        np.asarray(starting_positions(made, chains, seed, init, init_jitter))
+    result = run_plan(made, plan, chains=chains, seed=seed, initial_positions=starts,
+                      output_dir=output_dir, force=force, thin=thin, progress=progress)
     idata = result.idata
     idata.attrs["recipe"] = plan.name
     if progress:

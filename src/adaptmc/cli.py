@@ -62,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--quick", action="store_true", help="a small version for CI and demos")
     repro.add_argument("--force", action="store_true", help="overwrite the output folder")
     repro.add_argument("--seed", type=int, default=0)
+    repro.add_argument("--set", action="append", default=None, metavar="NAME=VALUE",
+                       help="replace one of the experiment's sizes (dexter: "
+                            "num_super_transitions, gradient_budget, nuts_warmup, "
+                            "start_steps, num_folds, tuner_burn_in), e.g. --set "
+                            "gradient_budget=4004")
     repro.add_argument("--no-compile-cache", action="store_true", help=COMPILE_CACHE_HELP)
 
     bench = add("bench", help="benchmark matrix: targets x samplers x seeds")
@@ -165,6 +170,13 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite an existing run folder")
     p.add_argument("--checkpoint-every", type=int, default=10,
                    help="super-transitions between checkpoints")
+    p.add_argument("--init", default=None, metavar="FILE",
+                   help="starting point(s) in the target's unconstrained space: a .npy, .json "
+                        "or whitespace-separated text file holding a (dim,) point (jittered "
+                        "per chain by --init-jitter) or a (chains, dim) array (used as is)")
+    p.add_argument("--init-jitter", type=float, default=0.5, metavar="J",
+                   help="each chain starts at the point plus U(-J, J) per coordinate "
+                        "(default 0.5; 0: every chain at the point)")
     p.add_argument("--float32", action="store_true", help="single precision (default: float64)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-compile-cache", action="store_true", help=COMPILE_CACHE_HELP)
@@ -301,10 +313,12 @@ def cmd_sample(args, resume: bool = False) -> int:
         prepare_output_dir(args.out, force=args.force)  # fail before any work
     target = get_target(args.target)
     plan = build(args.recipe, target, **recipe_options(args))
+    starts = _starts(args, target)
     if plan.kernel.name.startswith(("gadmala", "gadrwm")) and args.step_size is None:
         print(f"initial factor L = {float(plan.params.step_size):.3g} I (Hoffman & Gelman's "
               "heuristic; --step-size sets it)")
-    result = run_plan(target, plan, chains=args.chains, seed=args.seed, output_dir=args.out,
+    result = run_plan(target, plan, chains=args.chains, seed=args.seed,
+                      initial_positions=starts, output_dir=args.out,
                       force=args.force, resume=resume, checkpoint_every=args.checkpoint_every,
                       thin=args.thin, progress=not args.no_progress,
                       config={"cli": vars(args)})
@@ -321,6 +335,50 @@ def cmd_sample(args, resume: bool = False) -> int:
             print(f"plot: {path}")
     print(f"\nrun folder: {args.out} (draws.nc, summary.txt, config.json)")
     return 0
+
+
+def _starts(args, target):
+    """The chains' starts from ``--init`` and ``--init-jitter`` (None: the run's default).
+    The point's values are recorded in the run's config (``init_values``), so a resumed run
+    starts its warm-up from the same numbers even if the file changed."""
+    import numpy as np
+
+    from adaptmc.run import starting_positions
+
+    values = getattr(args, "init_values", None)
+    if values is None and args.init is not None:
+        values = _read_init(args.init).tolist()
+    jitter = getattr(args, "init_jitter", 0.5)
+    args.init_values = values
+    if values is None and jitter == 0.5:
+        return None
+    return np.asarray(starting_positions(target, args.chains, args.seed, values, jitter))
+
+
+def _read_init(text: str) -> np.ndarray:
+    """A ``.npy``, ``.json`` or whitespace-separated text file of real numbers (a text file
+    of one line is one point)."""
+    import numpy as np
+
+    path = Path(text)
+    if not path.is_file():
+        raise ValueError(f"--init {text!r}: no such file")
+    if path.suffix == ".npy":
+        from adaptmc.io import load_npy
+
+        values = load_npy(path)
+    else:
+        try:
+            raw = path.read_text()
+            values = np.asarray(json.loads(raw) if path.suffix == ".json"
+                                else [line.split() for line in raw.splitlines() if line.strip()],
+                                dtype=float)
+        except (ValueError, UnicodeDecodeError, TypeError) as err:
+            raise ValueError(f"--init {text!r}: expected real numbers ({err})") from None
+        values = values[0] if values.ndim == 2 and values.shape[0] == 1 else values
+    if values.dtype.kind not in "fiu" or not np.all(np.isfinite(values)):
+        raise ValueError(f"--init {text!r}: expected finite real numbers")
+    return np.asarray(values, dtype=float)
 
 
 # the options of `adaptmc sample` a run folder's config.json must record to be resumed
@@ -392,8 +450,9 @@ def cmd_reproduce(args) -> int:
 
         use_compile_cache()
     out = args.out or f"runs/{args.experiment}"
+    sizes = _parse_items(args.set, "--set", "NAME=VALUE", float) if args.set else None
     return run_experiment(args.experiment, out, quick=args.quick, force=args.force,
-                          seed=args.seed)
+                          seed=args.seed, sizes=sizes)
 
 
 def cmd_bench(args) -> int:

@@ -1,7 +1,8 @@
 """Reproduced tables and figures, one module each.
 
 `EXPERIMENTS` maps the name used by ``adaptmc reproduce NAME`` to the ``module:function``
-that runs it, ``function(out, quick=False, force=False, seed=0) -> exit code``; modules are
+that runs it, ``function(out, quick=False, force=False, seed=0) -> exit code`` (and
+``sizes=`` where the experiment's sizes can be set from the command line); modules are
 imported only when their experiment runs (`run_experiment`).
 """
 
@@ -21,11 +22,19 @@ EXPERIMENTS: dict[str, str] = {
 
 
 def run_experiment(name: str, out, quick: bool = False, force: bool = False,
-                   seed: int = 0) -> int:
-    """Run experiment ``name`` into the folder ``out``."""
+                   seed: int = 0, sizes: dict | None = None) -> int:
+    """Run experiment ``name`` into the folder ``out``; ``sizes`` (``NAME: value``) replace
+    fields of its run configuration, for experiments whose function takes ``sizes`` (a
+    budget between ``--quick`` and the source's full protocol)."""
+    import inspect
+
     from adaptmc.spec import load_object
 
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
     function = load_object(EXPERIMENTS[name], "experiment")
-    return int(function(out, quick=quick, force=force, seed=seed) or 0)
+    if not sizes:
+        return int(function(out, quick=quick, force=force, seed=seed) or 0)
+    if "sizes" not in inspect.signature(function).parameters:
+        raise ValueError(f"experiment {name!r} takes no --set sizes")
+    return int(function(out, quick=quick, force=force, seed=seed, sizes=sizes) or 0)

@@ -93,19 +93,39 @@ FULL_BUDGET = 160 * 20_000
 
 
 def run_dexter(out: str | Path, quick: bool = False, force: bool = False, seed: int = 0,
-               config: Config | None = None) -> int:
+               config: Config | None = None, sizes: dict | None = None) -> int:
     """``adaptmc reproduce dexter``: ``table.md``, ``results.json``, ``dexter_test.resu``
     (the GP-UCB vote on the 2,000 test cases, one +1/-1 a line) and one prediction file per
-    method."""
+    method. ``sizes``: `Config` fields replaced (``--set num_super_transitions=20 --set
+    gradient_budget=4004``), on top of ``QUICK`` or ``FULL``."""
     from adaptmc.io import prepare_output_dir
 
+    config = config or (QUICK if quick else FULL)
+    config = config._replace(**_checked_sizes(sizes or {}))
     out = Path(out)
     prepare_output_dir(out, force=force)
     out.mkdir(parents=True, exist_ok=True)
-    config = config or (QUICK if quick else FULL)
     results = run_experiment(config, seed=seed, out=out)
     print(f"\n{results['table']}\nwritten to {out}")
     return 0
+
+
+SIZE_FIELDS = ("num_super_transitions", "gradient_budget", "nuts_warmup", "start_steps",
+               "num_folds", "tuner_burn_in")
+
+
+def _checked_sizes(sizes: dict) -> dict:
+    """``sizes`` as positive integers of `SIZE_FIELDS` (one clear error otherwise)."""
+    out = {}
+    for name, value in sizes.items():
+        if name not in SIZE_FIELDS:
+            raise ValueError(f"dexter: --set {name}: not a size; choose from "
+                             f"{', '.join(SIZE_FIELDS)}")
+        if float(value) != int(float(value)) or int(float(value)) < (0 if name ==
+                                                                   "tuner_burn_in" else 1):
+            raise ValueError(f"dexter: --set {name}={value}: expected a positive integer")
+        out[name] = int(float(value))
+    return out
 
 
 # ----------------------------------------------------------------------------- set-up

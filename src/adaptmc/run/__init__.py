@@ -3,7 +3,12 @@ InferenceData assembly (`idata`), progress callbacks (`callbacks`) and the drive
 
 from adaptmc.run.driver import RECORD_FIELDS, RunResult, run
 from adaptmc.run.idata import to_inference_data
-from adaptmc.run.loop import STEP_FIELDS, SuperTransitionLoop, default_positions
+from adaptmc.run.loop import (
+    STEP_FIELDS,
+    SuperTransitionLoop,
+    default_positions,
+    starting_positions,
+)
 
 __all__ = [
     "RECORD_FIELDS",
@@ -11,6 +16,7 @@ __all__ = [
     "RunResult",
     "SuperTransitionLoop",
     "default_positions",
+    "starting_positions",
     "run",
     "to_inference_data",
 ]
