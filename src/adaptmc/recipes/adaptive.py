@@ -85,8 +85,9 @@ MIN_TUNING = 6
 for the 2-d ``(eps, L)`` box, by which the annealed bandit (``p_i`` still above 0.75) has
 measured about five distinct settings, enough for the GP's reward range (its signal scale)
 to reflect the box rather than the noise of one setting; and never before the moving box's
-mid-tuning extension (``tuning // 2``), so an optimum past the warm-up's box is measured
-before the rule can stop."""
+mid-tuning extension (``tuning // 2``), so that the rule sees the extended box, whose
+unmeasured part keeps the prior's wide upper bound (for ``ucb-lcb``; the bolder ``ucb``
+rule may still stop before measuring it)."""
 
 
 def adaptive_hmc(
