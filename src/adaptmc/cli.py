@@ -188,8 +188,16 @@ def _add_adaptive_hmc_options(group) -> None:
     group.add_argument("--warmup-steps", type=int, default=None,
                        help="adaptive-hmc: NUTS warm-up transitions per chain (default 500)")
     group.add_argument("--tuning", type=int, default=None,
-                       help="adaptive-hmc: bandit super-transitions before freezing "
-                            "(default 12)")
+                       help="adaptive-hmc: bandit super-transitions before freezing, at most "
+                            "(default 12; the stop rule may end tuning earlier)")
+    group.add_argument("--stop-rule", default=None, choices=("ucb-lcb", "ucb", "ei"),
+                       help="adaptive-hmc: what may end tuning early: the GP's regret bound "
+                            "(ucb-lcb, default), the lead of its most optimistic setting over "
+                            "the frozen one (ucb) or its largest expected improvement (ei)")
+    group.add_argument("--stop-tolerance", type=float, default=None, metavar="FRACTION",
+                       help="adaptive-hmc: end tuning once the stop rule's measure is at most "
+                            "this fraction of the frozen setting's reward (default 0.1, 0.01 "
+                            "for ei; 0: off, always --tuning super-transitions)")
     group.add_argument("--draws", type=int, default=None,
                        help="adaptive-hmc: about this many draws' worth of gradients per chain "
                             "in sampling (default 1000)")
@@ -201,7 +209,8 @@ def _add_adaptive_hmc_options(group) -> None:
 
 
 RECIPE_FLAGS = (
-    "metric", "warmup_steps", "tuning", "draws", "max_draws", "audition", "kernel",
+    "metric", "warmup_steps", "tuning", "stop_rule", "stop_tolerance", "draws", "max_draws",
+    "audition", "kernel",
     "keep_adapting",
     "step_size", "num_leapfrog", "refresh_angle", "jitter", "inverse_mass",
     "super_transitions", "budget", "warmup", "adapt_until", "tuner", "grid", "box",

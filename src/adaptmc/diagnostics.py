@@ -228,6 +228,18 @@ def summary(idata, var_names=None):
         return az.summary(idata, var_names=var_names, round_to="none")
 
 
+def _stop_lines(idata) -> list[str]:
+    """The line of a run whose tuner stopped adapting before its ``adapt_until`` (a stop
+    rule, `adaptmc.tuners.stopping`): how many tuning super-transitions it took."""
+    tuning = getattr(idata, "tuning", None)
+    attrs = {} if tuning is None else tuning.attrs
+    adapted, most = int(attrs.get("adapted", -1)), int(attrs.get("adapt_until", -1))
+    if not 0 <= adapted < most:
+        return []
+    return [f"tuning stopped after {adapted} of at most {most} super-transitions (stop rule; "
+            "the tuning record's tuner_config says why)"]
+
+
 def _portfolio_lines(attrs: dict) -> list[str]:
     """The line of an ``adaptive-portfolio`` run (``attrs["portfolio"]``): which kernel won
     and both trials' scores (lag-one ESS per 1000 gradients; NaN and why when out)."""
@@ -275,6 +287,7 @@ def format_summary(idata, max_rows: int = 12) -> str:
         f"robust min ESS per 1000 gradients {1000 * robust / max(grads, 1):.4g}  "
         f"wall {float(attrs.get('wall_s', float('nan'))):.1f} s "
         f"(compile {float(attrs.get('compile_s', float('nan'))):.1f} s)",
+        *_stop_lines(idata),
         *_portfolio_lines(attrs),
         "",
     ]

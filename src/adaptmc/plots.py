@@ -69,12 +69,14 @@ def policy_window(tuner_config: Mapping | None, num_rows: int) -> tuple[int, int
     """``(start, stop)``: the super-transitions whose rewards the innermost policy saw, from
     the recorded wrappers (a mass warm-up hides its first ``num_warmup`` super-transitions,
     less the terminal ones with ``warm_start``; `freeze` hides all after its ``after``
-    updates). ``(0, num_rows)`` without wrappers."""
+    updates, a stop rule all after it fired). ``(0, num_rows)`` without wrappers."""
     start, stop = 0, num_rows
     facts = tuner_config
     while facts is not None:
         if facts.get("wrapper") == "freeze":
             stop = min(stop, start + int(facts["after"]))
+        elif facts.get("wrapper") == "stop" and facts.get("stopped_at") is not None:
+            stop = min(stop, start + int(facts["stopped_at"]))
         elif facts.get("wrapper") == "mass_adaptation":
             hidden = int(facts["num_warmup"]) - (int(facts["terminal"])
                                                   if facts.get("warm_start") else 0)

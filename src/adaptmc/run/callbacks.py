@@ -12,7 +12,8 @@ import numpy as np
 
 class ProgressBar:
     """A tqdm bar over super-transitions; called after each one with
-    ``(params, summary, reward)``, it shows acceptance, every tunable's value by its label,
+    ``(params, summary, reward, total)`` (``total``: the run's length now), it shows
+    acceptance, every tunable's value by its label,
     the reward and divergences."""
 
     def __init__(self, total: int, initial: int, tunables=()):
@@ -22,7 +23,9 @@ class ProgressBar:
         self.bar = tqdm(total=total, initial=initial, unit="st", desc="super-transitions",
                         dynamic_ncols=True)
 
-    def __call__(self, params, summary: dict, reward: float) -> None:
+    def __call__(self, params, summary: dict, reward: float, total: int | None = None) -> None:
+        if total is not None and total != self.bar.total:  # a tuner stopped adapting early
+            self.bar.total = total
         self.bar.update(1)
         self.bar.set_postfix(postfix(params, summary, reward, self.tunables), refresh=False)
 

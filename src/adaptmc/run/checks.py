@@ -9,6 +9,7 @@ import jax
 import numpy as np
 
 from adaptmc.kernels.base import Kernel
+from adaptmc.targets.base import Target
 from adaptmc.tuners.base import Tuner
 
 
@@ -86,3 +87,39 @@ def with_proposal(kernel: Kernel, params, proposal: dict, dim: int):
     new = params._replace(**proposal)
     kernel.check_params(new, dim=dim)
     return new
+
+
+def check_run_args(target, kernel, params, tuner, num_super_transitions, gradient_budget,
+                   num_chains, num_warmup, checkpoint_every, thin) -> None:
+    """The run's arguments: types, counts in range, a kept draw affordable."""
+    if not isinstance(target, Target):
+        raise TypeError(f"target must be a Target, got {type(target).__name__}")
+    if not isinstance(params, kernel.Params):
+        raise TypeError(
+            f"params for kernel {kernel.name!r} must be {kernel.Params.__name__}, "
+            f"got {type(params).__name__}"
+        )
+    kernel.check_params(params, dim=target.dim)
+    for name in tuner.names:
+        if name not in kernel.Params._fields:
+            raise ValueError(
+                f"tuner {tuner.name!r} sets {name!r}, which kernel {kernel.name!r} does not "
+                f"have (its parameters: {', '.join(kernel.Params._fields)})"
+            )
+    for name, value, low in (
+        ("num_super_transitions", num_super_transitions, 1),
+        ("gradient_budget", gradient_budget, 1),
+        ("num_chains", num_chains, 1),
+        ("num_warmup", num_warmup, 0),
+        ("checkpoint_every", checkpoint_every, 1),
+        ("thin", thin, 1),
+    ):
+        if int(value) != value or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value}")
+    if num_warmup >= num_super_transitions:
+        raise ValueError("num_warmup must be smaller than num_super_transitions")
+    if kernel.cost(params) * thin > gradient_budget:
+        raise ValueError(
+            f"one kept draw costs {kernel.cost(params) * thin} gradient evaluations (thin "
+            f"{thin}), more than the gradient_budget {gradient_budget} of a super-transition"
+        )

@@ -15,6 +15,15 @@ super-transitions: those up to the next checkpoint run as one device call (a loo
 super-transitions inside the compiled program, per-super-transition totals computed there),
 and the host wakes to score, record and checkpoint them.
 
+A tuner whose ``done(state)`` turns True (a stop rule, `adaptmc.tuners.stopping`) ends
+adaptation there, before ``adapt_until``: its ``best`` is frozen at once and the tuning
+super-transitions it no longer needs are dropped, not turned into sampling ones. The run
+then has ``adapt_until - stop`` super-transitions fewer; the planned schedule after
+``adapt_until`` (the frozen super-transitions, with their warm-up flags) moves earlier by as
+many, so the sampling phase keeps its length, its draws and its thinning, and the run costs
+fewer gradients. The stop index is part of every checkpoint, and the tuning group records
+it (``tuning.attrs["adapted"]``: super-transitions adapted; ``"adapt_until"``: the most).
+
 Every gradient evaluation is counted: one per chain for the initial point, then what each
 step reports. The PRNG key of super-transition ``i`` is ``fold_in(key, i)``, so a run
 resumed from a checkpoint makes exactly the draws of an uninterrupted one.
@@ -22,8 +31,6 @@ resumed from a checkpoint makes exactly the draws of an uninterrupted one.
 
 from __future__ import annotations
 
-import functools
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,12 +41,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc import io
-from adaptmc.diagnostics import summary_in_blocks
 from adaptmc.kernels.base import Kernel
 from adaptmc.run import callbacks, checks, store
-from adaptmc.run.idata import to_inference_data
-from adaptmc.run.loop import SuperTransitionLoop, init_states, super_transition_keys
-from adaptmc.targets.base import Target, check_position
+from adaptmc.run.idata import describe_tuning, to_inference_data
+from adaptmc.run.loop import (
+    SuperTransitionLoop,
+    init_states,
+    initial_positions_checked,
+    super_transition_keys,
+)
+from adaptmc.targets.base import Target
 from adaptmc.tuners.base import Tuner
 from adaptmc.tuners.fixed import fixed
 
@@ -112,6 +123,7 @@ class _Progress:
     chunks: list = field(default_factory=list)  # in memory only without a run folder
     pending: list = field(default_factory=list)  # draws since the last checkpoint
     frozen: dict | None = None  # the tuner's best setting, computed once adaptation stops
+    adapt_stop: int | None = None  # where the tuner's ``done`` ended adaptation, if it did
     params: Any = None  # the kernel's parameters of the last super-transition run
 
 
@@ -158,7 +170,9 @@ def run(
         The first super-transitions whose draws go to the ``warmup_*`` groups.
     adapt_until
         After this many super-transitions the tuner's ``best`` setting is frozen (default:
-        adapt throughout; diminishing-adaptation tuners keep adapting safely).
+        adapt throughout; diminishing-adaptation tuners keep adapting safely). A tuner
+        with ``done`` may stop earlier: the super-transitions it frees are dropped (see the
+        module docstring).
     initial_positions
         ``(num_chains, dim)``; default: the target's initial position plus
         ``U(-init_jitter, init_jitter)`` per coordinate.
@@ -190,7 +204,8 @@ def run(
         if initial_positions is not None:
             raise ValueError("give initial_positions or initial_states, not both")
         initial_positions = initial_states.position
-    positions = _initial_positions(target, num_chains, initial_positions, init_jitter, key_init)
+    positions = initial_positions_checked(target, num_chains, initial_positions, init_jitter,
+                                          key_init)
     run_dir = store.open_run_dir(
         output_dir, resume=resume, force=force, config=config,
         fingerprint=store.fingerprint(target, kernel, params, tuner, *sizes, objective))
@@ -225,7 +240,7 @@ def _check_everything(target, kernel, params, tuner, objective, sizes,
     """Every check of the arguments, before anything is written (`adaptmc.run.checks`)."""
     num_super_transitions, gradient_budget, num_chains, num_warmup, adapt_until, seed, thin \
         = sizes
-    _check_run_args(
+    checks.check_run_args(
         target, kernel, params, tuner, num_super_transitions, gradient_budget, num_chains,
         num_warmup, checkpoint_every, thin,
     )
@@ -234,64 +249,6 @@ def _check_everything(target, kernel, params, tuner, objective, sizes,
     checks.check_adapt_until(adapt_until, num_super_transitions)
     checks.check_objective(objective, num_chains, target.dim, kernel.cost(params))
     checks.check_tuner(tuner, kernel, params, target.dim, gradient_budget, thin)
-
-
-def default_positions(target: Target, num_chains: int, seed: int,
-                      init_jitter: float = 0.5) -> jax.Array:
-    """The starting points `run` draws when given none: the target's initial position plus
-    ``U(-init_jitter, init_jitter)`` per coordinate, from the run's key."""
-    key_init = jax.random.split(jax.random.key(seed))[0]
-    return _initial_positions(target, num_chains, None, init_jitter, key_init)
-
-
-def starting_positions(target: Target, num_chains: int, seed: int, init=None,
-                       init_jitter: float = 0.5) -> jax.Array:
-    """The chains' starting points from a user's ``init`` (unconstrained space): ``None``,
-    the target's initial position, or a ``(dim,)`` point, each plus ``U(-init_jitter,
-    init_jitter)`` per chain and coordinate from the run's key (``init_jitter = 0``: every
-    chain at the point); or ``(num_chains, dim)`` points, taken as they are. Checked:
-    shapes, ``init_jitter >= 0``, finite log density and gradient at every start."""
-    init_jitter = float(init_jitter)
-    if not (np.isfinite(init_jitter) and init_jitter >= 0):
-        raise ValueError(f"init_jitter must be a finite number >= 0, got {init_jitter}")
-    if init is None:
-        return default_positions(target, num_chains, seed, init_jitter)
-    init = np.asarray(init, dtype=float)
-    if init.shape == (num_chains, target.dim):
-        return _initial_positions(target, num_chains, init, init_jitter, None)
-    if init.shape != (target.dim,):
-        raise ValueError(f"init must have shape ({target.dim},) (one point, jittered per "
-                         f"chain) or ({num_chains}, {target.dim}) (one per chain), got "
-                         f"{init.shape}")
-    key_init = jax.random.split(jax.random.key(seed))[0]
-    start = jnp.asarray(init, dtype=target.initial_position.dtype)
-    return _initial_positions(target, num_chains,
-                              _jittered(key_init, start, num_chains, init_jitter),
-                              init_jitter, None)
-
-
-def _initial_positions(target: Target, num_chains: int, initial_positions, init_jitter: float,
-                       key) -> jax.Array:
-    """``(num_chains, dim)`` starting points, checked finite with finite gradients."""
-    if initial_positions is None:
-        initial_positions = _jittered(key, target.initial_position, num_chains, init_jitter)
-    initial_positions = jnp.asarray(initial_positions, dtype=target.initial_position.dtype)
-    if initial_positions.shape != (num_chains, target.dim):
-        raise ValueError(
-            f"initial_positions must have shape ({num_chains}, {target.dim}), "
-            f"got {initial_positions.shape}"
-        )
-    for c in range(num_chains):
-        check_position(target, initial_positions[c], what=f"initial position of chain {c}")
-    return initial_positions
-
-
-@functools.partial(jax.jit, static_argnums=(2,))
-def _jittered(key, start, num_chains: int, init_jitter):
-    """``start + U(-init_jitter, init_jitter)`` per chain and coordinate, one compiled call."""
-    jitter = jax.random.uniform(key, (num_chains, start.shape[0]), minval=-init_jitter,
-                                maxval=init_jitter)
-    return start + jitter.astype(start.dtype)
 
 
 def _start(setup: _Setup, positions, key_init, resume: bool,
@@ -312,7 +269,7 @@ def _start(setup: _Setup, positions, key_init, resume: bool,
         state.states, state.tuner_state = saved["states"], saved["tuner_state"]
         state.record = saved["record"]
         state.start_index, state.total_grads = saved["next"], saved["total_grads"]
-        state.num_chunks = saved["num_chunks"]
+        state.num_chunks, state.adapt_stop = saved["num_chunks"], saved["adapt_stop"]
     return state
 
 
@@ -329,7 +286,7 @@ def _advance(setup: _Setup, state: _Progress, loop, progress: bool,
     should_stop = callbacks.stop_after(stop_after, state.start_index)
     index = state.start_index
     try:
-        while index < setup.num_super_transitions:
+        while index < _length(setup, state):
             if should_stop(index):
                 if setup.run_dir is not None and state.pending:
                     _checkpoint(setup, state, index)
@@ -338,10 +295,10 @@ def _advance(setup: _Setup, state: _Progress, loop, progress: bool,
             for step_params, summary, reward in _super_transitions(setup, state, loop, index,
                                                                    count):
                 if bar is not None:
-                    bar(step_params, summary, reward)
+                    bar(step_params, summary, reward, _length(setup, state))
             index += count
             done = index - state.start_index
-            last = index == setup.num_super_transitions
+            last = index == _length(setup, state)
             if setup.run_dir is not None and (done % setup.checkpoint_every == 0 or last):
                 _checkpoint(setup, state, index)
     finally:
@@ -353,18 +310,45 @@ def _advance(setup: _Setup, state: _Progress, loop, progress: bool,
     return True
 
 
-def _adapting(setup: _Setup, index: int) -> bool:
-    return setup.adapt_until is None or index < setup.adapt_until
+def _shift(setup: _Setup, state: _Progress) -> int:
+    """Super-transitions an early stop of the tuner freed (0 without one)."""
+    if state.adapt_stop is None or setup.adapt_until is None:
+        return 0
+    return setup.adapt_until - state.adapt_stop
+
+
+def _length(setup: _Setup, state: _Progress) -> int:
+    """The run's super-transitions: as planned, less those an early stop freed."""
+    return setup.num_super_transitions - _shift(setup, state)
+
+
+def _adapting(setup: _Setup, state: _Progress, index: int) -> bool:
+    end = setup.adapt_until if state.adapt_stop is None else state.adapt_stop
+    return end is None or index < end
+
+
+def _adapted(setup: _Setup, state: _Progress) -> int:
+    """Super-transitions the tuner adapted (proposed and was updated) in."""
+    if state.adapt_stop is not None:
+        return state.adapt_stop
+    return _length(setup, state) if setup.adapt_until is None else setup.adapt_until
+
+
+def _is_warmup(setup: _Setup, state: _Progress, index: int) -> bool:
+    """Whether super-transition ``index``'s draws are warm-up draws: those of the planned
+    schedule's index (after an early stop, ``index`` plus the super-transitions freed)."""
+    stopped = state.adapt_stop is not None and index >= state.adapt_stop
+    return index + (_shift(setup, state) if stopped else 0) < setup.num_warmup
 
 
 def _group_size(setup: _Setup, state: _Progress, loop, index: int,
                 stop_after: int | None) -> int:
     """Super-transitions to run in one device call from ``index``: one while the tuner
     adapts; once frozen, up to the next checkpoint (or the end, or ``stop_after``)."""
-    if _adapting(setup, index):
+    if _adapting(setup, state, index):
         return 1
     done = index - state.start_index
-    ends = [setup.num_super_transitions - index, loop.max_group]
+    ends = [_length(setup, state) - index, loop.max_group]
     if setup.run_dir is not None:
         ends.append(setup.checkpoint_every - done % setup.checkpoint_every)
     if stop_after is not None:
@@ -379,7 +363,7 @@ def _super_transitions(setup: _Setup, state: _Progress, loop, index: int, count:
     tuner, kernel, num_chains = setup.tuner, setup.kernel, setup.num_chains
     key_tune, keys = super_transition_keys(setup.key, index, num_chains, loop.max_group)
     tick = time.perf_counter()
-    adapting = _adapting(setup, index)
+    adapting = _adapting(setup, state, index)
     if adapting:
         proposal, state.tuner_state = tuner.propose(key_tune, state.tuner_state)
     else:
@@ -407,11 +391,14 @@ def _super_transitions(setup: _Setup, state: _Progress, loop, index: int, count:
             tuple(t[:, j] for t in totals), num_steps)
         state.total_grads += summary["num_grads"]
         tick = time.perf_counter()
+        warmup = _is_warmup(setup, state, index + j)
         if adapting:
             state.tuner_state = tuner.update(
                 state.tuner_state, proposal, reward, {**summary, "positions": positions[:, j]})
+            if tuner.done is not None and tuner.done(state.tuner_state):
+                state.adapt_stop = index + 1
         values = {"reward": reward, **summary, "num_steps": num_steps,
-                  "num_draws": num_steps // setup.thin, "warmup": index + j < setup.num_warmup,
+                  "num_draws": num_steps // setup.thin, "warmup": warmup,
                   "wall_s": wall_s, "tuner_s": tuner_s + time.perf_counter() - tick,
                   "objective_s": objective_s}
         _record(setup, state, step_params, values)
@@ -450,7 +437,7 @@ def _record(setup: _Setup, state: _Progress, step_params, values: dict) -> None:
 def _checkpoint(setup: _Setup, state: _Progress, next_index: int) -> None:
     state.num_chunks = store.write_checkpoint(
         setup.run_dir, state.pending, state.num_chunks, next_index, state.total_grads,
-        state.states, state.tuner_state, state.record, setup.key,
+        state.states, state.tuner_state, state.record, setup.key, state.adapt_stop,
     )
     state.pending = []  # on disk now: memory holds one chunk of draws at most
 
@@ -469,7 +456,7 @@ def _finish(setup: _Setup, state: _Progress, loop, started: float, seed: int) ->
             "kernel": setup.kernel.name,
             "tuner": setup.tuner.name,
             "gradient_budget": setup.gradient_budget,
-            "num_super_transitions": setup.num_super_transitions,
+            "num_super_transitions": _length(setup, state),
             "num_chains": setup.num_chains,
             "seed": seed,
             "thin": setup.thin,
@@ -479,76 +466,23 @@ def _finish(setup: _Setup, state: _Progress, loop, started: float, seed: int) ->
             "compile_s": compile_s,
         },
     )
+    idata.tuning.attrs["adapted"] = _adapted(setup, state)
+    idata.tuning.attrs["adapt_until"] = -1 if setup.adapt_until is None else setup.adapt_until
     if setup.run_dir is None:
-        _describe_tuning(setup, state, idata)
+        _describe(setup, state, idata)
     else:  # draws to disk first (one chunk in memory), then the summary block by block
         idata = store.write_draws(setup.run_dir, idata,
-                                  describe=lambda lazy: _describe_tuning(setup, state, lazy))
+                                  describe=lambda lazy: _describe(setup, state, lazy))
     return RunResult(idata, state.total_grads, wall, compile_s, setup.run_dir, state.states,
                      state.params)
 
 
-def _describe_tuning(setup: _Setup, state: _Progress, idata) -> None:
-    """The tuner's own description of its final state (box, surrogate hyperparameters,
-    schedule: what the plots refit with), the objective's name, and the convergence
-    warnings (`adaptmc.diagnostics.convergence_warnings`, with the frozen setting checked
-    against the tuner's box) as attributes."""
-    from adaptmc.diagnostics import convergence_warnings, divergences_by_phase
-    from adaptmc.tuners.describe import box_from_config, innermost
-
-    facts = setup.tuner.describe(state.tuner_state) if setup.tuner.describe else None
-    tuning = idata.tuning
-    tuning.attrs["objective"] = getattr(setup.objective, "__name__", "none") \
-        if setup.objective is not None else "none"
-    box = None
-    if facts is not None:
-        tuning.attrs["tuner_config"] = json.dumps(facts, default=io.json_default)
-        config = innermost(facts)
-        if config is not None and "box" in config and setup.adapt_until is not None:
-            found = box_from_config(config["box"])
-            box = {n: (lo, hi) for n, lo, hi in zip(found.names, found.lower, found.upper,
-                                                      strict=True)}
-    table = summary_in_blocks(idata)
-    idata.attrs["warnings"] = json.dumps(convergence_warnings(idata, table, box=box))
-    idata.attrs["divergences"] = json.dumps(divergences_by_phase(idata))
+def _describe(setup: _Setup, state: _Progress, idata) -> None:
+    describe_tuning(idata, setup.tuner, state.tuner_state, setup.objective,
+                    check_box=setup.adapt_until is not None)
 
 
 def _empty_record(tuner: Tuner) -> dict[str, list]:
     record = {f"param/{name}": [] for name in tuner.names}
     record.update({name: [] for name in RECORD_FIELDS})
     return record
-
-
-def _check_run_args(target, kernel, params, tuner, num_super_transitions, gradient_budget,
-                    num_chains, num_warmup, checkpoint_every, thin):
-    if not isinstance(target, Target):
-        raise TypeError(f"target must be a Target, got {type(target).__name__}")
-    if not isinstance(params, kernel.Params):
-        raise TypeError(
-            f"params for kernel {kernel.name!r} must be {kernel.Params.__name__}, "
-            f"got {type(params).__name__}"
-        )
-    kernel.check_params(params, dim=target.dim)
-    for name in tuner.names:
-        if name not in kernel.Params._fields:
-            raise ValueError(
-                f"tuner {tuner.name!r} sets {name!r}, which kernel {kernel.name!r} does not "
-                f"have (its parameters: {', '.join(kernel.Params._fields)})"
-            )
-    for name, value, low in (
-        ("num_super_transitions", num_super_transitions, 1),
-        ("gradient_budget", gradient_budget, 1),
-        ("num_chains", num_chains, 1),
-        ("num_warmup", num_warmup, 0),
-        ("checkpoint_every", checkpoint_every, 1),
-        ("thin", thin, 1),
-    ):
-        if int(value) != value or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value}")
-    if num_warmup >= num_super_transitions:
-        raise ValueError("num_warmup must be smaller than num_super_transitions")
-    if kernel.cost(params) * thin > gradient_budget:
-        raise ValueError(
-            f"one kept draw costs {kernel.cost(params) * thin} gradient evaluations (thin "
-            f"{thin}), more than the gradient_budget {gradient_budget} of a super-transition"
-        )

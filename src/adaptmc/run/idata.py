@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import math
 import uuid
 import warnings
@@ -112,6 +113,36 @@ def to_inference_data(target, kernel, chunks, record, tuner, num_warmup, attrs):
         )
         idata.add_groups({"tuning": tuning})
     return idata
+
+
+def describe_tuning(idata, tuner, tuner_state, objective, check_box: bool) -> None:
+    """The tuner's own description of its final state (box, surrogate hyperparameters,
+    schedule: what the plots refit with), the objective's name, and the convergence
+    warnings (`adaptmc.diagnostics.convergence_warnings`, with the frozen setting checked
+    against the tuner's box when ``check_box``: the tuner froze) as attributes."""
+    from adaptmc import io
+    from adaptmc.diagnostics import (
+        convergence_warnings,
+        divergences_by_phase,
+        summary_in_blocks,
+    )
+    from adaptmc.tuners.describe import box_from_config, innermost
+
+    facts = tuner.describe(tuner_state) if tuner.describe else None
+    tuning = idata.tuning
+    tuning.attrs["objective"] = getattr(objective, "__name__", "none") \
+        if objective is not None else "none"
+    box = None
+    if facts is not None:
+        tuning.attrs["tuner_config"] = json.dumps(facts, default=io.json_default)
+        config = innermost(facts)
+        if config is not None and "box" in config and check_box:
+            found = box_from_config(config["box"])
+            box = {n: (lo, hi) for n, lo, hi in zip(found.names, found.lower, found.upper,
+                                                      strict=True)}
+    table = summary_in_blocks(idata)
+    idata.attrs["warnings"] = json.dumps(convergence_warnings(idata, table, box=box))
+    idata.attrs["divergences"] = json.dumps(divergences_by_phase(idata))
 
 
 def _stat_keys(kernel) -> list[tuple[str, str]]:

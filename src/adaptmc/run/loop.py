@@ -9,6 +9,7 @@ and shared by every run on the same target object (grids of fixed settings, repe
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 
@@ -17,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.kernels.base import Kernel
-from adaptmc.targets.base import Target, compiled
+from adaptmc.targets.base import Target, check_position, compiled
 
 STEP_FIELDS = ("acceptance_rate", "accepted", "is_divergent", "energy_error", "num_grads")
 
@@ -144,6 +145,64 @@ class SuperTransitionLoop:
 
 
 _KEYS: dict = {}  # num_chains -> jitted key derivation
+
+
+def default_positions(target: Target, num_chains: int, seed: int,
+                      init_jitter: float = 0.5) -> jax.Array:
+    """The starting points `run` draws when given none: the target's initial position plus
+    ``U(-init_jitter, init_jitter)`` per coordinate, from the run's key."""
+    key_init = jax.random.split(jax.random.key(seed))[0]
+    return initial_positions_checked(target, num_chains, None, init_jitter, key_init)
+
+
+def starting_positions(target: Target, num_chains: int, seed: int, init=None,
+                       init_jitter: float = 0.5) -> jax.Array:
+    """The chains' starting points from a user's ``init`` (unconstrained space): ``None``,
+    the target's initial position, or a ``(dim,)`` point, each plus ``U(-init_jitter,
+    init_jitter)`` per chain and coordinate from the run's key (``init_jitter = 0``: every
+    chain at the point); or ``(num_chains, dim)`` points, taken as they are. Checked:
+    shapes, ``init_jitter >= 0``, finite log density and gradient at every start."""
+    init_jitter = float(init_jitter)
+    if not (np.isfinite(init_jitter) and init_jitter >= 0):
+        raise ValueError(f"init_jitter must be a finite number >= 0, got {init_jitter}")
+    if init is None:
+        return default_positions(target, num_chains, seed, init_jitter)
+    init = np.asarray(init, dtype=float)
+    if init.shape == (num_chains, target.dim):
+        return initial_positions_checked(target, num_chains, init, init_jitter, None)
+    if init.shape != (target.dim,):
+        raise ValueError(f"init must have shape ({target.dim},) (one point, jittered per "
+                         f"chain) or ({num_chains}, {target.dim}) (one per chain), got "
+                         f"{init.shape}")
+    key_init = jax.random.split(jax.random.key(seed))[0]
+    start = jnp.asarray(init, dtype=target.initial_position.dtype)
+    return initial_positions_checked(target, num_chains,
+                                     _jittered(key_init, start, num_chains, init_jitter),
+                                     init_jitter, None)
+
+
+def initial_positions_checked(target: Target, num_chains: int, initial_positions,
+                              init_jitter: float, key) -> jax.Array:
+    """``(num_chains, dim)`` starting points, checked finite with finite gradients."""
+    if initial_positions is None:
+        initial_positions = _jittered(key, target.initial_position, num_chains, init_jitter)
+    initial_positions = jnp.asarray(initial_positions, dtype=target.initial_position.dtype)
+    if initial_positions.shape != (num_chains, target.dim):
+        raise ValueError(
+            f"initial_positions must have shape ({num_chains}, {target.dim}), "
+            f"got {initial_positions.shape}"
+        )
+    for c in range(num_chains):
+        check_position(target, initial_positions[c], what=f"initial position of chain {c}")
+    return initial_positions
+
+
+@functools.partial(jax.jit, static_argnums=(2,))
+def _jittered(key, start, num_chains: int, init_jitter):
+    """``start + U(-init_jitter, init_jitter)`` per chain and coordinate, one compiled call."""
+    jitter = jax.random.uniform(key, (num_chains, start.shape[0]), minval=-init_jitter,
+                                maxval=init_jitter)
+    return start + jitter.astype(start.dtype)
 
 
 def init_states(target: Target, kernel: Kernel, positions):

@@ -1,10 +1,11 @@
 """The run folder of `adaptmc.run.run`: its fingerprint and configuration, checkpoints, draw
 chunks and the final netCDF (the file layout is `adaptmc.io`'s).
 
-A checkpoint holds the chain states, the tuner state, the PRNG key data, the counters and the
-tuning record so far; the draws since the previous checkpoint go to a chunk file written just
-before it. A resumed run checks that it is the same run (fingerprint, PRNG key), drops chunks
-written after the last checkpoint and goes on from there.
+A checkpoint holds the chain states, the tuner state, the PRNG key data, the counters (the
+next super-transition, gradients, chunks, and where the tuner's stop rule ended adaptation)
+and the tuning record so far; the draws since the previous checkpoint go to a chunk file
+written just before it. A resumed run checks that it is the same run (fingerprint, PRNG
+key), drops chunks written after the last checkpoint and goes on from there.
 """
 
 from __future__ import annotations
@@ -134,11 +135,11 @@ def read_config(run_dir: Path) -> dict:
 
 
 def load_checkpoint(run_dir: Path, key, states: Any, tuner_state: Any) -> dict | None:
-    """The checkpoint of ``run_dir`` as ``{next, total_grads, num_chunks, states,
-    tuner_state, record}`` (``states`` and ``tuner_state`` are templates of the trees to
-    restore), or None when there is none; chunks written after it are deleted, those before
-    it are checked readable (not loaded: draws stay on disk). A damaged file is one clear
-    `ValueError`."""
+    """The checkpoint of ``run_dir`` as ``{next, total_grads, num_chunks, adapt_stop,
+    states, tuner_state, record}`` (``adapt_stop``: None unless the tuner stopped early;
+    ``states`` and ``tuner_state`` are templates of the trees to restore), or None when
+    there is none; chunks written after it are deleted, those before it are checked
+    readable (not loaded: draws stay on disk). A damaged file is one clear `ValueError`."""
     if not (run_dir / io.CHECKPOINT).is_file():
         io.remove_chunks_from(run_dir, 0)
         return None
@@ -149,6 +150,8 @@ def load_checkpoint(run_dir: Path, key, states: Any, tuner_state: Any) -> dict |
         restored = jax.tree.map(jnp.asarray, io.arrays_to_tree("chain", ckpt, states))
         tuner_restored = io.arrays_to_tree("tuner", ckpt, tuner_state)
         next_index, num_chunks = int(meta["next"]), int(meta["chunks"])
+        adapt_stop = meta.get("adapt_stop")
+        adapt_stop = None if adapt_stop is None else int(adapt_stop)
     except (ValueError, KeyError, OSError, EOFError, TypeError) as err:
         raise ValueError(f"cannot resume: {str(path)!r} is damaged ({io.describe_error(err)}); "
                          "start the run again with --force (force=True)") from None
@@ -163,6 +166,7 @@ def load_checkpoint(run_dir: Path, key, states: Any, tuner_state: Any) -> dict |
         "next": next_index,
         "total_grads": meta["total_grads"],
         "num_chunks": num_chunks,
+        "adapt_stop": adapt_stop,
         "states": restored,
         "tuner_state": tuner_restored,
         "record": record,
@@ -170,15 +174,18 @@ def load_checkpoint(run_dir: Path, key, states: Any, tuner_state: Any) -> dict |
 
 
 def write_checkpoint(run_dir: Path, pending: list[dict], num_chunks: int, next_index: int,
-                     total_grads: int, states, tuner_state, record: dict, key) -> int:
+                     total_grads: int, states, tuner_state, record: dict, key,
+                     adapt_stop: int | None = None) -> int:
     """Write the draws since the last checkpoint (``pending``, in order) as a chunk, then
-    the state (chains, tuner, PRNG key data, counters, tuning record), each atomically;
+    the state (chains, tuner, PRNG key data, counters, ``adapt_stop``: where the tuner
+    stopped adapting early, None if it did not; tuning record), each atomically;
     returns the chunk count. ``pending`` is emptied (its draws are on disk) and the memory
     they held given back (`adaptmc.io.release_freed_memory`)."""
     io.atomic_savez_concatenated(io.chunk_path(run_dir, num_chunks), pending)
     pending.clear()
     num_chunks += 1
-    meta = {"next": next_index, "total_grads": total_grads, "chunks": num_chunks}
+    meta = {"next": next_index, "total_grads": total_grads, "chunks": num_chunks,
+            "adapt_stop": adapt_stop}
     arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
               "key": np.asarray(jax.random.key_data(key))}
     arrays.update(io.tree_to_arrays("chain", states))

@@ -27,6 +27,9 @@ inner facts under ``"inner"``, and `chain` applies several, innermost first::
   shrinks below the smallest failed step and the policy starts afresh in it; at mid-tuning
   an edge holding the best setting extends (it wraps a policy-maker, ``make(box,
   initial)``, since the policy's box is what changes);
+- `stop_when_separated` (`adaptmc.tuners.stopping`): adapt until the bandit's posterior
+  bounds the reward lost by freezing its best setting within a tolerance (a UCB/LCB gap),
+  then ``best`` forever, with ``done`` True so that the run freezes at once;
 - `switch_after_warmup` (`adaptmc.tuners.warmup`): the burn-in switch of kernels that adapt
   inside each step (``during`` until frozen, then ``after``; ``num_warmup`` wraps it in
   `freeze`).
@@ -41,6 +44,7 @@ from adaptmc.tuners.moving_box import moving_box
 from adaptmc.tuners.policies import gp_ucb, hedge, parametric, random_search, sir
 from adaptmc.tuners.schedules import SCHEDULES, constant, exponential, geometric, polynomial
 from adaptmc.tuners.step_size import dual_averaging_tuner
+from adaptmc.tuners.stopping import stop_when_separated
 from adaptmc.tuners.surrogate import normalise_rewards
 from adaptmc.tuners.warmup import switch_after_warmup
 
@@ -69,5 +73,6 @@ __all__ = [
     "polynomial",
     "random_search",
     "sir",
+    "stop_when_separated",
     "switch_after_warmup",
 ]

@@ -19,6 +19,7 @@ State (a dict of NumPy arrays, fixed keys, growing shapes; checkpointed leaf by 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -127,22 +128,54 @@ def annealed_propose(box: Box, schedule: Schedule, initial: dict | None, new_poi
     return propose
 
 
+def scored_settings(box: Box, state: dict) -> np.ndarray:
+    """``(k, d)``: the distinct settings tried whose every super-transition scored (none
+    diverged or failed), in box units, in the order first tried."""
+    if not len(state["rewards"]):
+        return np.zeros((0, box.dim))
+    points, raw_means, _ = unique_points(state["points"], state["rewards"])
+    return points[np.isfinite(raw_means)]
+
+
 def best_by_mean(box: Box, state: dict, predict_mean, initial: dict | None) -> dict:
     """Among the settings tried whose every super-transition scored (none diverged or failed),
     the one with the highest posterior mean (robust to a lucky noisy reward); ``initial`` (or
     the box centre) before any, or when every setting tried failed: a setting that diverged
     is never frozen. ``predict_mean(u: (m, d)) -> (m,)``."""
-    measured = np.zeros(0, bool)
-    if len(state["rewards"]):
-        points, raw_means, _ = unique_points(state["points"], state["rewards"])
-        measured = np.isfinite(raw_means)
-    if not measured.any():
+    points = scored_settings(box, state)
+    if not len(points):
         if initial is not None:
             return dict(initial)
         return as_proposal(box, from_unit(box, np.full(box.dim, 0.5)))
-    points = points[measured]
     means = predict_mean(to_unit(box, points))
     return as_proposal(box, points[int(np.argmax(means))])
+
+
+class Posterior(NamedTuple):
+    """What a bandit believes about the reward over its box (``Tuner.posterior``).
+
+    box: the box it searches now; predict: ``u: (m, d) -> (mean, sd)``, each ``(m,)``, of
+    the latent reward normalised to ``[0, 1]`` (`adaptmc.tuners.surrogate.normalise_rewards`)
+    at points of the box's unit cube; measured: ``(k, d)`` the unit points of the settings
+    `best_by_mean` chooses among (`scored_settings`); low, high: the raw rewards that
+    normalise to 0 and 1 (the finite rewards' minimum and maximum)."""
+
+    box: Box
+    predict: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+    measured: np.ndarray
+    low: float
+    high: float
+
+
+def bandit_posterior(box: Box, state: dict, predict) -> Posterior | None:
+    """The `Posterior` of an annealed policy's ``state`` under the surrogate ``predict``
+    (fitted to that state); None before any reward scored."""
+    rewards = np.asarray(state["rewards"], dtype=float)
+    finite = rewards[np.isfinite(rewards)]
+    if not finite.size:
+        return None
+    measured = to_unit(box, scored_settings(box, state))
+    return Posterior(box, predict, measured, float(finite.min()), float(finite.max()))
 
 
 def policy_facts(policy: str, box: Box, schedule: Schedule, initial: dict | None,

@@ -16,12 +16,19 @@ without pickle, and restores it into the structure of ``init``'s state.
 - ``describe(state) -> dict`` (optional, None when absent): JSON-able facts of the tuner's
   configuration (box, surrogate hyperparameters, schedule; `adaptmc.tuners.describe`), which
   the run stores with its tuning record so that plots refit what the tuner fitted.
+- ``done(state) -> bool`` (optional): the tuner has finished adapting (a stop rule,
+  `adaptmc.tuners.stopping`); the run then freezes ``best`` at once, before its
+  ``adapt_until``, and drops the super-transitions so freed (`adaptmc.run.run`).
+- ``posterior(state) -> Posterior | None`` (optional): a bandit's belief about the reward
+  over its box (`adaptmc.tuners.annealed.Posterior`), None before it has one; what a stop
+  rule reads.
 
 ``names`` lists the parameters the tuner sets.
 
 A wrapper is a function ``wrapper(inner: Tuner, **options) -> Tuner`` whose state is a dict
 holding the inner tuner's state under ``"inner"`` and whose ``describe`` nests the inner
-facts under ``"inner"``; `chain` composes wrappers, innermost first.
+facts under ``"inner"``; `chain` composes wrappers, innermost first. The run reads ``done``
+of the outermost tuner only: a stop rule is the last wrapper applied.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ class Tuner(NamedTuple):
     update: Callable[[Any, dict, float, dict], Any]
     best: Callable[[Any], dict]
     describe: Callable[[Any], dict] | None = None
+    done: Callable[[Any], bool] | None = None
+    posterior: Callable[[Any], Any] | None = None
 
 
 Wrapper = Callable[[Tuner], Tuner]

@@ -34,6 +34,7 @@ State: ``{"seed": (), "shrinks": (), "scored": (), "updates": (), "lower": (d,),
 (d,), "events": (k, 2 + 2 d), "inner": inner state}``; ``events`` holds per move the number
 of updates seen, the rule (0 shrink, 1 extend) and the new bounds; ``describe`` records
 them with the box given, so they reach the run's ``tuning.attrs["tuner_config"]``.
+``posterior`` is the policy's over the box in force (None when the policy has none).
 """
 
 from __future__ import annotations
@@ -147,8 +148,12 @@ def moving_box(make: MakePolicy, box: Box, *, initial: dict | None = None,
                            "upper": row[2 + box.dim:].tolist()} for row in events],
                 "inner": describe_inner(policy(state), state["inner"])}
 
-    inner_name = make(box, initial).name
-    return Tuner(f"moving-box+{inner_name}", box.names, init, propose, update, best, describe)
+    def posterior(state):  # the policy's, over the box as it has moved
+        return policy(state).posterior(state["inner"])
+
+    made = make(box, initial)
+    return Tuner(f"moving-box+{made.name}", box.names, init, propose, update, best, describe,
+                 posterior=None if made.posterior is None else posterior)
 
 
 def _limits(box: Box, limits: dict) -> tuple[np.ndarray, np.ndarray]:

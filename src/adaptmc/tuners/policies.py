@@ -15,7 +15,9 @@ under the annealed adoption rule of `adaptmc.tuners.annealed`:
 
 Every policy's ``describe(state)`` returns its box, schedule and surrogate hyperparameters
 (`adaptmc.tuners.annealed.policy_facts`), which the run records and `adaptmc.plots` refits
-with.
+with. The GP policies (`gp_ucb`, `hedge`, `sir`) also give their ``posterior``
+(`adaptmc.tuners.annealed.Posterior`), which a stop rule reads
+(`adaptmc.tuners.stopping`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from adaptmc.tuners import acquisition as acq
 from adaptmc.tuners.annealed import (
     ANNEAL_RATE,
     annealed_propose,
+    bandit_posterior,
     base_state,
     best_by_mean,
     check_box,
@@ -63,6 +66,17 @@ def _gp_best(box: Box, config: GPConfig, initial: dict | None):
         return best_by_mean(box, state, lambda u: gp_predict(post, u)[0], initial)
 
     return best
+
+
+def _gp_posterior(box: Box, config: GPConfig):
+    """``Tuner.posterior`` of a GP policy: the GP it fits, over its box."""
+    def posterior(state):
+        if len(state["rewards"]) == 0:
+            return None
+        post = fit_gp(box, state, config)
+        return bandit_posterior(box, state, lambda u: gp_predict(post, u))
+
+    return posterior
 
 
 def gp_ucb(
@@ -120,6 +134,7 @@ def gp_ucb(
         update=record_update(box),
         best=_gp_best(box, config, initial),
         describe=lambda state: facts,
+        posterior=_gp_posterior(box, config),
     )
 
 
@@ -195,7 +210,8 @@ def hedge(
                          acquisition="hedge", delta=delta, eta=eta, xi=xi, maxfun=maxfun)
     return Tuner("hedge", box.names, lambda key: base_state(box, extra),
                  annealed_propose(box, schedule, initial, new_point), update,
-                 _gp_best(box, config, initial), lambda state: facts)
+                 _gp_best(box, config, initial), lambda state: facts,
+                 posterior=_gp_posterior(box, config))
 
 
 def sir(
@@ -237,7 +253,8 @@ def sir(
                          num_candidates=num_candidates)
     return Tuner("sir", box.names, lambda key: base_state(box),
                  annealed_propose(box, schedule, initial, new_point), record_update(box),
-                 _gp_best(box, config, initial), lambda state: facts)
+                 _gp_best(box, config, initial), lambda state: facts,
+                 posterior=_gp_posterior(box, config))
 
 
 def parametric(
