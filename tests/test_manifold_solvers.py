@@ -96,7 +96,8 @@ def _flow(target, metric, z, memory, step_size=0.3):
     return jnp.concatenate([end.position, end.momentum]), info
 
 
-@pytest.mark.parametrize("make", [_banana, _gaussian])
+# the banana (10 s) runs in the slow tier; the Gaussian holds the claim in the fast one
+@pytest.mark.parametrize("make", [pytest.param(_banana, marks=pytest.mark.slow), _gaussian])
 def test_accelerated_step_is_reversible_and_volume_preserving(make):
     target, metric = make()
     flow = jax.jit(lambda z: _flow(target, metric, z, MEMORY))
@@ -117,7 +118,10 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+# msd-banana in the fast tier; RMHMC and the Gaussian (whose plain-iteration kernels
+# tests/test_manifold.py holds) in the slow one
+@pytest.mark.parametrize("case", [c if c == "msd-banana" else
+                                  pytest.param(c, marks=pytest.mark.slow) for c in sorted(CASES)])
 def test_accelerated_kernels_leave_target_invariant(case):
     make, make_kernel, params = CASES[case]
     target, metric = make()

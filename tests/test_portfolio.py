@@ -22,7 +22,10 @@ def _portfolio(idata) -> dict:
 # measured apart (adaptive-hmc vs gradient-adaptive, seeds 0 and 1, robust min ESS per 1000
 # sampling gradients): iid 10-d Gaussian gadMALA 253 and 254 vs HMC 82 and 130; banana
 # HMC 3.9 and 1.2 vs gadMALA 0.17 and 0.34
-@pytest.mark.parametrize("name, winner, seed", [("iid-10d", "gadmala", 0), ("banana", "hmc", 0)])
+@pytest.mark.parametrize("name, winner, seed", [
+    ("iid-10d", "gadmala", 0),
+    pytest.param("banana", "hmc", 0, marks=pytest.mark.slow),  # 14 s: the slow tier
+])
 def test_the_portfolio_picks_the_kernel_that_wins_apart(name, winner, seed):
     """gadMALA on an iid Gaussian in 10-d, where it mixes about twice as fast per gradient
     as tuned HMC; HMC on the banana, whose curved ridge gadMALA's local moves crawl along."""
@@ -58,20 +61,15 @@ def test_gradients_are_the_sum_of_the_phases_and_the_draws_are_right():
     z = (table["mean"].to_numpy() - mean) / table["mcse_mean"].to_numpy()
     assert np.all(np.abs(z) < 4), (record["winner"], z)
     np.testing.assert_allclose(table["sd"].to_numpy(), sd, rtol=0.15)
-
-
-def test_the_summary_says_which_kernel_won():
+    # the summary says which kernel won, with both trials' scores
     from adaptmc.diagnostics import format_summary
 
-    target = gaussian(np.zeros(3), np.ones(3), name="g3")
-    idata = adaptmc.sample(target, recipe="adaptive-portfolio", chains=2, seed=1,
-                           progress=False, **FAST)
-    record = _portfolio(idata)
     line = [x for x in format_summary(idata).splitlines() if x.startswith("portfolio:")]
     assert line and f"{record['winner']} won" in line[0] and "hmc" in line[0] \
         and "gadmala" in line[0]
 
 
+@pytest.mark.slow  # the mechanism (recipe_options): tests/test_bench.py's recipe-row test
 def test_the_bench_row_makes_the_draws_of_the_command_line(tmp_path):
     """The bench's adaptmc-adaptive-portfolio row and `adaptmc sample --recipe
     adaptive-portfolio` with the same options and seed make identical draws (same warm-up,

@@ -78,6 +78,7 @@ def test_a_diagonal_then_dense_warmup_compiles_one_program_and_finds_the_covaria
     assert np.max(np.abs(est_corr[off] - 0.99)) < 0.02
 
 
+@pytest.mark.slow  # the choice rule itself: tests/test_low_rank.py::test_auto_metric_rules
 def test_an_independent_target_stays_diagonal_with_nutpies_estimate():
     scales = np.array([1e-3, 0.5, 1.0, 20.0, 1e3])
     target = gaussian(np.zeros(5), np.diag(scales**2), name="indep5")
