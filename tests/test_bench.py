@@ -240,6 +240,7 @@ def test_bnn_quantities_are_invariant_to_the_networks_symmetries():
     np.testing.assert_allclose(values[0, 0, 2], float(pos.log_precisions["noise"]))
 
 
+@pytest.mark.slow  # a refused reference's handling: test_a_refused_reference_means_no_accuracy_...
 def test_bnn_reference_refuses_chains_that_disagree(tmp_path):
     """A Gibbs-within-HMC run far too short to mix (2 chains, 2 super-transitions) is no
     reference: refused for its R-hat; only its diagnostics are kept, not a reference."""

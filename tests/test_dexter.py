@@ -218,6 +218,7 @@ SMOKE_CONFIG = dict(num_super_transitions=3, gradient_budget=40, num_leapfrog_bo
 
 
 @needs_data
+@pytest.mark.slow  # 36 s of compilation; its parts: the loader, selection and network tests
 def test_experiment_runs_end_to_end(tmp_path, data):
     """A small network through every method: outputs, equal budgets, a prediction file in the
     challenge's format."""

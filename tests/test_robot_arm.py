@@ -61,6 +61,7 @@ def smoke_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # the shared smoke run compiles five samplers (about 55 s)
 def test_smoke_experiment_runs_end_to_end(smoke_run):
     out = smoke_run
     check_outputs(out, SMOKE.num_super_transitions)
@@ -77,6 +78,7 @@ def test_smoke_experiment_runs_end_to_end(smoke_run):
         experiment.run_robot_arm(out, seed=0, config=SMOKE)
 
 
+@pytest.mark.slow  # the shared smoke run compiles five samplers (about 55 s)
 def test_smoke_numbers_are_unchanged(smoke_run):
     """The robot-arm reproduction (smoke size, seed 0) gives the test errors and rewards it
     gave before `MLPSpec` took several layers (read back from its ``results.json``: JSON
