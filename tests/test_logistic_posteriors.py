@@ -65,6 +65,7 @@ def _cases(variance):
     ]
 
 
+@pytest.mark.slow  # 20-30 s; the kernels' exactness: tests/test_kernels.py's one-step tests
 def test_heart_posterior_moments():
     # sizes for the fast tier: the z-scores are in MCSE units of both runs, so fewer draws
     # widen the band by themselves (RWM's ESS is the smallest: about 1,000 per chain)
