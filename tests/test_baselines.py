@@ -32,6 +32,7 @@ def test_moments_and_counts_on_a_known_gaussian():
     assert not result.divergent.any() and 0.5 < result.acceptance_rate.mean() < 1.0
 
 
+@pytest.mark.slow  # 15 s; the baseline's draws and counts: the moments and budget tests below
 def test_chain_c_uses_split_key_c_and_starts_where_told():
     """A one-chain program run with ``split(key, 2)[1]`` reproduces chain 1 of the two-chain
     run (the same random numbers; the floating point of a batch of one and of two differs in

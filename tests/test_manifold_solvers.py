@@ -96,8 +96,10 @@ def _flow(target, metric, z, memory, step_size=0.3):
     return jnp.concatenate([end.position, end.momentum]), info
 
 
-# the banana (10 s) runs in the slow tier; the Gaussian holds the claim in the fast one
-@pytest.mark.parametrize("make", [pytest.param(_banana, marks=pytest.mark.slow), _gaussian])
+# 6-11 s each: the slow tier; the plain iteration's flow: tests/test_manifold.py, the
+# accelerated solver's fixed point: test_half_steps_satisfy_their_implicit_equations
+@pytest.mark.slow
+@pytest.mark.parametrize("make", [_banana, _gaussian])
 def test_accelerated_step_is_reversible_and_volume_preserving(make):
     target, metric = make()
     flow = jax.jit(lambda z: _flow(target, metric, z, MEMORY))
