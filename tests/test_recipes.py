@@ -155,7 +155,8 @@ def test_sample_in_one_call_on_a_numpyro_model():
     _check_eight_schools(idata)
 
 
-@pytest.mark.slow  # 13 s; PyMC's log density: tests/test_model_adapters.py; the one call: the log-density test
+# 13 s; PyMC's log density: tests/test_model_adapters.py; the one call: the log-density test
+@pytest.mark.slow
 def test_sample_in_one_call_on_a_pymc_model():
     pm = pytest.importorskip("pymc")
 
