@@ -161,6 +161,11 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     recipe.add_argument("--mass-warmup", type=int, default=None,
                         help="super-transitions of mass adaptation (default: all of --warmup "
                              "in manual); the rest of the warm-up lets the tuner explore")
+    _add_run_options(p)
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    """The run-level options of ``adaptmc sample`` (any recipe)."""
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--thin", type=int, default=None,

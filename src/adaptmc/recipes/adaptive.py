@@ -90,6 +90,21 @@ unmeasured part keeps the prior's wide upper bound (for ``ucb-lcb``; the bolder 
 rule may still stop before measuring it)."""
 
 
+def check_sizes(metric: str, budget: int | None, **sizes) -> None:
+    """One clear `ValueError` unless ``metric`` is one of `METRICS`, ``budget`` is None or an
+    integer >= 1 and every ``sizes`` value an integer at least its minimum
+    (``warmup_steps`` 150, the others 1): the checks the warm-up recipes share."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {', '.join(map(repr, METRICS))}, "
+                         f"got {metric!r}")
+    for name, value in sizes.items():
+        low = 150 if name == "warmup_steps" else 1
+        if int(value) != value or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value}")
+    if budget is not None and (int(budget) != budget or budget < 1):
+        raise ValueError(f"budget must be an integer >= 1, got {budget}")
+
+
 def adaptive_hmc(
     target: Target,
     *,
@@ -145,15 +160,8 @@ def adaptive_hmc(
     if tuner not in BANDIT_TUNERS:
         raise ValueError(f"adaptive-hmc tunes with a bandit ({', '.join(BANDIT_TUNERS)}), "
                          f"not {tuner!r}")
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {', '.join(map(repr, METRICS))}, "
-                         f"got {metric!r}")
-    for name, value, low in (("warmup_steps", warmup_steps, 150), ("tuning", tuning, 1),
-                             ("draws", draws, 1), ("max_draws", max_draws, 1)):
-        if int(value) != value or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value}")
-    if budget is not None and (int(budget) != budget or budget < 1):
-        raise ValueError(f"budget must be an integer >= 1, got {budget}")
+    check_sizes(metric, budget, warmup_steps=warmup_steps, tuning=tuning, draws=draws,
+                max_draws=max_draws)
     if stop_rule not in STOP_TOLERANCES:
         raise ValueError(f"stop_rule must be one of {', '.join(STOP_TOLERANCES)}, "
                          f"got {stop_rule!r}")

@@ -46,11 +46,11 @@ import numpy as np
 
 from adaptmc import tuners
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
-from adaptmc.adaptation.window import METRICS, window_warmup
+from adaptmc.adaptation.window import window_warmup
 from adaptmc.diagnostics import rhat
 from adaptmc.kernels import GADMALAParams, HMCParams, gadmala, hmc
 from adaptmc.objectives import lag_one_ess_per_grad
-from adaptmc.recipes.adaptive import tuned_plan, warmup_record
+from adaptmc.recipes.adaptive import check_sizes, tuned_plan, warmup_record
 from adaptmc.recipes.parts import in_step_adaptation
 from adaptmc.recipes.plan import Plan, Prepared, check_plan, options_of
 from adaptmc.run import run
@@ -97,16 +97,8 @@ def adaptive_portfolio(
     seed
         Unused here (the warm-up takes the run's key); accepted for a uniform interface.
     """
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {', '.join(map(repr, METRICS))}, "
-                         f"got {metric!r}")
-    for name, value, low in (("warmup_steps", warmup_steps, 150), ("tuning", tuning, 1),
-                             ("audition", audition, 1), ("draws", draws, 1),
-                             ("max_draws", max_draws, 1)):
-        if int(value) != value or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value}")
-    if budget is not None and (int(budget) != budget or budget < 1):
-        raise ValueError(f"budget must be an integer >= 1, got {budget}")
+    check_sizes(metric, budget, warmup_steps=warmup_steps, tuning=tuning,
+                audition=audition, draws=draws, max_draws=max_draws)
     hmc.check_params(HMCParams(jitter=jitter))
     options = options_of(locals())
 

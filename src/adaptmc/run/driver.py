@@ -159,39 +159,31 @@ def run(
     Parameters
     ----------
     target, kernel, params
-        What to sample, with which kernel and its starting ``Params`` (default: the kernel's
-        defaults).
+        What to sample, the kernel, its starting ``Params`` (default: the kernel's).
     gradient_budget
         S, gradient evaluations per chain per super-transition.
     tuner, objective
-        The tuner proposes parameters before each super-transition and is updated with
-        ``objective(positions, stats, num_grads)`` afterwards. Default: fixed parameters.
+        Proposes parameters before each super-transition, updated with ``objective(positions,
+        stats, num_grads)`` after it (default: fixed parameters).
     num_warmup
         The first super-transitions whose draws go to the ``warmup_*`` groups.
     adapt_until
         After this many super-transitions the tuner's ``best`` setting is frozen (default:
-        adapt throughout; diminishing-adaptation tuners keep adapting safely). A tuner
-        with ``done`` may stop earlier: the super-transitions it frees are dropped (see the
-        module docstring).
+        adapt throughout); a tuner with ``done`` may stop earlier, dropping those it frees.
     initial_positions
-        ``(num_chains, dim)``; default: the target's initial position plus
-        ``U(-init_jitter, init_jitter)`` per coordinate.
+        ``(num_chains, dim)``; default: the target's plus ``U(-init_jitter, init_jitter)``.
     initial_states
-        Every chain's kernel state (``kernel.init``'s, batched over chains; e.g. a previous
-        run's `RunResult.states`), replacing ``initial_positions``: the chains continue from
-        it, kernel-internal state (an adapted proposal factor) included, and no gradient is
-        spent on initial points.
+        Every chain's kernel state (batched ``kernel.init``, e.g. a `RunResult.states`) in
+        place of ``initial_positions``: kernel-internal state included, no gradient spent.
     output_dir, force, resume, checkpoint_every
         Run folder; overwrite it; continue the run checkpointed there; super-transitions
         between checkpoints.
-    thin
-        Keep every ``thin``-th draw (every step's gradients and divergences still count).
-    stop_after
-        Stop (as if killed) after this many super-transitions in this call; for tests.
+    thin, stop_after
+        Keep every ``thin``-th draw (all steps count); stop as if killed after
+        ``stop_after`` super-transitions in this call (for tests).
     prior_grads, attrs
-        Gradients a recipe's warm-up spent before the run (counted in its total); facts
-        stored in the InferenceData's attributes (``prior_wall_s`` and ``prior_compile_s``
-        add to the run's seconds).
+        Gradients a recipe's warm-up spent (counted in the total); InferenceData attributes
+        (``prior_wall_s`` and ``prior_compile_s`` add to the run's seconds).
     """
     started = time.perf_counter()
     params = kernel.Params() if params is None else params
@@ -200,12 +192,8 @@ def run(
              seed, thin)
     _check_everything(target, kernel, params, tuner, objective, sizes, checkpoint_every)
     key_init, key_run = jax.random.split(jax.random.key(seed))
-    if initial_states is not None:
-        if initial_positions is not None:
-            raise ValueError("give initial_positions or initial_states, not both")
-        initial_positions = initial_states.position
-    positions = initial_positions_checked(target, num_chains, initial_positions, init_jitter,
-                                          key_init)
+    positions = _starts(target, num_chains, initial_positions, initial_states, init_jitter,
+                        key_init)
     run_dir = store.open_run_dir(
         output_dir, resume=resume, force=force, config=config,
         fingerprint=store.fingerprint(target, kernel, params, tuner, *sizes, objective))
@@ -214,14 +202,32 @@ def run(
                    checkpoint_every, key_run, run_dir, dict(attrs or {}))
     state = _start(setup, positions, key_init, resume, initial_states)
     state.total_grads += int(prior_grads) if state.start_index == 0 else 0
-    loop = SuperTransitionLoop(target, kernel, num_chains, max_kept=gradient_budget // thin,
-                               max_group=_max_group(num_super_transitions, adapt_until,
-                                                    checkpoint_every))
+    loop = _make_loop(setup)
     finished = _advance(setup, state, loop, progress, stop_after)
     if not finished:
         return RunResult(None, state.total_grads, time.perf_counter() - started,
                          loop.compile_s, run_dir, state.states, state.params)
     return _finish(setup, state, loop, started, seed)
+
+
+def _starts(target, num_chains, initial_positions, initial_states, init_jitter, key_init):
+    """The chains' checked starting positions: ``initial_states``' when given (then not
+    ``initial_positions`` too), else ``initial_positions`` or the jittered default."""
+    if initial_states is not None:
+        if initial_positions is not None:
+            raise ValueError("give initial_positions or initial_states, not both")
+        initial_positions = initial_states.position
+    return initial_positions_checked(target, num_chains, initial_positions, init_jitter,
+                                     key_init)
+
+
+def _make_loop(setup: _Setup) -> SuperTransitionLoop:
+    """The run's compiled loop: a buffer for the most draws a super-transition can keep, and
+    frozen super-transitions grouped up to the next checkpoint."""
+    return SuperTransitionLoop(setup.target, setup.kernel, setup.num_chains,
+                               max_kept=setup.gradient_budget // setup.thin,
+                               max_group=_max_group(setup.num_super_transitions,
+                                                    setup.adapt_until, setup.checkpoint_every))
 
 
 def _max_group(num_super_transitions: int, adapt_until: int | None,

@@ -96,17 +96,7 @@ def moving_box(make: MakePolicy, box: Box, *, initial: dict | None = None,
         ``{name: (low, high)}`` no extension passes (default: integers stay >= 1 where the
         box given has them so; every bound stays positive).
     """
-    if name not in box.names:
-        raise ValueError(f"moving_box shrinks {name!r}, which the box "
-                         f"({', '.join(box.names)}) does not have")
-    axis = box.names.index(name)
-    if not box.lower[axis] > 0:
-        raise ValueError(f"the box's {name} range must be positive to shrink, got lower "
-                         f"{box.lower[axis]}")
-    if not factor > 1:
-        raise ValueError(f"factor must be > 1, got {factor}")
-    if extend_after is not None and extend_after < 1:
-        raise ValueError(f"extend_after must be >= 1, got {extend_after}")
+    axis = _checked_axis(box, name, factor, extend_after)
     floor, ceiling = _limits(box, limits or {})
 
     def policy(state) -> Tuner:
@@ -154,6 +144,23 @@ def moving_box(make: MakePolicy, box: Box, *, initial: dict | None = None,
     made = make(box, initial)
     return Tuner(f"moving-box+{made.name}", box.names, init, propose, update, best, describe,
                  posterior=None if made.posterior is None else posterior)
+
+
+def _checked_axis(box: Box, name: str, factor: float, extend_after: int | None) -> int:
+    """The axis of ``name`` in ``box``, after one clear error for any argument
+    `moving_box` cannot use."""
+    if name not in box.names:
+        raise ValueError(f"moving_box shrinks {name!r}, which the box "
+                         f"({', '.join(box.names)}) does not have")
+    axis = box.names.index(name)
+    if not box.lower[axis] > 0:
+        raise ValueError(f"the box's {name} range must be positive to shrink, got lower "
+                         f"{box.lower[axis]}")
+    if not factor > 1:
+        raise ValueError(f"factor must be > 1, got {factor}")
+    if extend_after is not None and extend_after < 1:
+        raise ValueError(f"extend_after must be >= 1, got {extend_after}")
+    return axis
 
 
 def _limits(box: Box, limits: dict) -> tuple[np.ndarray, np.ndarray]:
