@@ -1,6 +1,7 @@
 """Frozen super-transitions run as one device call (issue 14): the grouping never changes
 the draws, and the same programs run many vmapped chains."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -46,3 +47,30 @@ def test_many_vmapped_chains_give_right_moments():
             ess = adaptmc.diagnostics.robust_ess(values[..., None])[0]
             z = (values.mean() - truth) / (spread / np.sqrt(ess))
             assert abs(z) < 4.0, (i, z, ess)
+
+
+def test_a_fixed_setting_gets_a_buffer_for_its_own_draws_and_the_same_draws():
+    """A run whose tuner changes nothing keeps budget // L draws per super-transition; its
+    buffer holds a power of two above that (not one draw per gradient), and the draws equal
+    those of the loop with the large buffer."""
+    from adaptmc.run import SuperTransitionLoop
+    from adaptmc.run.loop import init_states, super_transition_keys
+
+    target = make_target(lambda x: -0.5 * jnp.sum((x / SCALES) ** 2), jnp.zeros(5))
+    params = HMCParams(step_size=0.3, num_leapfrog=50)
+    result = run(target, hmc, params, num_super_transitions=2, gradient_budget=1000,
+                 num_chains=2, progress=False, seed=1)
+    capacities = {key[3] for key in target.programs
+                  if isinstance(key, tuple) and key[0] == "super_transition"}
+    assert capacities == {32}  # 1000 // 50 = 20 draws, not 1024
+    assert result.idata.posterior["x"].shape == (2, 40, 5)
+
+    starts = jnp.stack([jnp.full(5, 0.1), jnp.full(5, -0.2)])
+    for capacity in (20, 1000):
+        loop = SuperTransitionLoop(target, hmc, 2, max_kept=capacity)
+        keys = super_transition_keys(jax.random.key(0), 0, 2, 1)[1]
+        states = init_states(target, hmc, starts)
+        _, positions, _, _, _ = loop(keys, states, params, 20)
+        if capacity == 20:
+            small = positions
+    assert np.array_equal(small, positions)
