@@ -275,3 +275,18 @@ def test_reproduce_ising_quick_writes_tables_and_figures(tmp_path):
     table = (out / "table.md").read_text()
     assert all(method in table for method in ("gp-hedge", "sir-mixture", "random", "expert",
                                               "kawasaki"))
+
+
+def test_sizes_replace_every_models_budget_and_bad_ones_are_refused(tmp_path):
+    from adaptmc.experiments import ising as experiment
+
+    budgets = experiment.budgets_with(experiment.FULL, {"measure": 30.0, "chains": 8})
+    assert {b.measure for b in budgets.values()} == {30}
+    assert {b.chains for b in budgets.values()} == {8}
+    assert budgets["rbm"].flips == experiment.FULL["rbm"].flips
+    out = tmp_path / "ising"
+    for sizes, match in (({"sweeps": 3}, "not a size"), ({"measure": 2.5}, "positive"),
+                         ({"chains": 0}, "positive")):
+        with pytest.raises(ValueError, match=match):
+            experiment.run_ising(out, quick=True, sizes=sizes)
+        assert not out.exists()

@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--set", action="append", default=None, metavar="NAME=VALUE",
                        help="replace one of the experiment's sizes (dexter: "
                             "num_super_transitions, gradient_budget, nuts_warmup, "
-                            "start_steps, num_folds, tuner_burn_in), e.g. --set "
+                            "start_steps, num_folds, tuner_burn_in; ising, for every "
+                            "model: flips, burn_in, tune, measure, chains), e.g. --set "
                             "gradient_budget=4004")
     repro.add_argument("--no-compile-cache", action="store_true", help=COMPILE_CACHE_HELP)
 

@@ -26,7 +26,7 @@ flips per chain; the integrated autocorrelation time of the energy is reported i
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import jax
@@ -357,17 +357,37 @@ LITERATURE = (
     "the BO-tuned move beating the expert's on all three models (no numbers quoted here).")
 
 
+def budgets_with(budgets: dict, sizes: dict | None) -> dict:
+    """``budgets`` (model -> `Budget`) with the fields named in ``sizes`` (``adaptmc
+    reproduce ising --set measure=40``) replaced for every model; one clear error for an
+    unknown field or a value that is not a positive integer (``burn_in`` may be 0)."""
+    if not sizes:
+        return dict(budgets)
+    fields = tuple(Budget.__dataclass_fields__)
+    checked = {}
+    for name, value in sizes.items():
+        if name not in fields:
+            raise ValueError(f"ising: --set {name}: not a size; choose from "
+                             f"{', '.join(fields)}")
+        number = float(value)
+        if number != int(number) or int(number) < (0 if name == "burn_in" else 1):
+            raise ValueError(f"ising: --set {name}={value}: expected a positive integer")
+        checked[name] = int(number)
+    return {model: replace(budget, **checked) for model, budget in budgets.items()}
+
+
 def run_ising(out, quick: bool = False, force: bool = False, seed: int = 0,
-              models: tuple[str, ...] | None = None) -> int:
+              models: tuple[str, ...] | None = None, sizes: dict | None = None) -> int:
     """Run the protocol on every model, write ``results.json``, ``table.md``,
-    ``parameters.md`` and the figures ``acf_<model>.png`` and ``surface_<model>.png``."""
+    ``parameters.md`` and the figures ``acf_<model>.png`` and ``surface_<model>.png``.
+    ``sizes``: `Budget` fields set for every model (`budgets_with`)."""
     from adaptmc import io
 
+    budgets = budgets_with(QUICK if quick else FULL, sizes)  # checked before any writing
     out = Path(out)
     io.prepare_output_dir(out, force=force)
     io.create_output_dir(out, force=force)
     (out / io.CHUNKS).rmdir()  # a run folder's; this experiment writes no chunks
-    budgets = QUICK if quick else FULL
     models = tuple(PROTOCOLS) if models is None else models
     started = time.perf_counter()
     all_results = {}
