@@ -87,13 +87,14 @@ class SuperTransitionLoop:
             compiled(self.target, cache_key, lambda: fn.lower(*args).compile())
             self.compile_s += time.perf_counter() - tick
         states, positions, stats, logdensity, totals = self.target.programs[cache_key](*args)
-        # sliced on the host: a device slice compiles again for every new ``num_kept``
+        # sliced on the host (a device slice compiles again for every new ``num_kept``) and
+        # copied: a view would keep the whole buffer alive as long as the draws are held
         return (
             states,
-            np.asarray(positions)[:, :count, :num_kept],
-            {k: np.asarray(v)[:, :count, :num_kept] for k, v in stats.items()},
-            np.asarray(logdensity)[:, :count, :num_kept],
-            tuple(np.asarray(t)[:, :count] for t in totals),
+            _kept(positions, count, num_kept),
+            {k: _kept(v, count, num_kept) for k, v in stats.items()},
+            _kept(logdensity, count, num_kept),
+            tuple(np.array(np.asarray(t)[:, :count]) for t in totals),
         )
 
     def _one_chain(self, capacity: int):
@@ -142,6 +143,12 @@ class SuperTransitionLoop:
             )
 
         return one_chain
+
+
+def _kept(buffer, count: int, num_kept: int) -> np.ndarray:
+    """The first ``count`` super-transitions' first ``num_kept`` draws of a device buffer
+    ``(chains, groups, capacity, ...)``, in an array of their own."""
+    return np.array(np.asarray(buffer)[:, :count, :num_kept])
 
 
 _KEYS: dict = {}  # num_chains -> jitted key derivation
