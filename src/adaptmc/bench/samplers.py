@@ -125,8 +125,25 @@ def numpyro_nuts(target, seed: int, config: BenchConfig) -> SamplerOutput:
                          int(np.sum(result.divergent)), {})
 
 
+def nutpie(target, seed: int, config: BenchConfig) -> SamplerOutput:
+    """nutpie's NUTS on a PyMC model of the target (`adaptmc.baselines.nutpie`; optional
+    extra ``nutpie``; Gaussians and logistic regressions only): the outside reference.
+    ``compile_s`` is its PyMC-to-numba compilation; chains run in nutpie's threads."""
+    from adaptmc.baselines.nutpie import nutpie_nuts
+
+    starts = initial_positions(target, seed, config.num_chains, config.init_jitter)
+    result = nutpie_nuts(target, seed, num_chains=config.num_chains,
+                         num_warmup=config.num_warmup, num_draws=config.num_samples,
+                         initial_positions=starts)
+    return SamplerOutput(result.positions, int(np.sum(result.warmup_grads)),
+                         result.sampling_grads, result.wall_s, result.compile_s,
+                         int(np.sum(result.divergent)),
+                         {"step_size": float(np.mean(result.step_size))})
+
+
 SAMPLERS: dict[str, Callable[[Any, int, BenchConfig], SamplerOutput]] = {
     **{row: recipe_sampler(row) for row in RECIPE_ROWS},
     "blackjax-nuts": blackjax_nuts,
     "numpyro-nuts": numpyro_nuts,
+    "nutpie": nutpie,
 }
