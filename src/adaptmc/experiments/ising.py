@@ -387,7 +387,6 @@ def run_ising(out, quick: bool = False, force: bool = False, seed: int = 0,
     out = Path(out)
     io.prepare_output_dir(out, force=force)
     io.create_output_dir(out, force=force)
-    (out / io.CHUNKS).rmdir()  # a run folder's; this experiment writes no chunks
     models = tuple(PROTOCOLS) if models is None else models
     started = time.perf_counter()
     all_results = {}
