@@ -406,7 +406,7 @@ def run_ising(out, quick: bool = False, force: bool = False, seed: int = 0,
     }
     summary["budgets"] = {name: asdict(budgets[name]) for name in models}
     summary["wall_s"] = time.perf_counter() - started
-    io.atomic_write_json(out / "results.json", summary)
+    io.write_json(out / "results.json", summary)
     print(parameters, "", LITERATURE, "", table, sep="\n")
     print(f"\nwall {summary['wall_s']:.0f} s; written to {out}")
     return 0
