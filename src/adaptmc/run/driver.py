@@ -222,12 +222,9 @@ def _starts(target, num_chains, initial_positions, initial_states, init_jitter, 
 
 
 def _make_loop(setup: _Setup) -> SuperTransitionLoop:
-    """The run's compiled loop: a buffer for the most draws a super-transition can keep, and
-    frozen super-transitions grouped up to the next checkpoint. A tuner that changes no
-    parameter (``fixed``) keeps ``budget // cost`` draws every time, and the buffer holds
-    just those (long fixed trajectories would otherwise zero and copy a buffer sized for
-    one draw per gradient on every call); a tuner's settings may keep up to one draw per
-    gradient, so their buffer holds that many and the run compiles once."""
+    """The run's compiled loop: a buffer for the most draws a super-transition can keep (one
+    per gradient when a tuner may change ``L``: one compilation; ``budget // cost`` when it
+    changes nothing), and frozen super-transitions grouped up to the next checkpoint."""
     cost = 1
     if not setup.tuner.names:
         cost = setup.kernel.cost(checks.with_proposal(setup.kernel, setup.params, {},
