@@ -38,3 +38,20 @@ def run_experiment(name: str, out, quick: bool = False, force: bool = False,
     if "sizes" not in inspect.signature(function).parameters:
         raise ValueError(f"experiment {name!r} takes no --set sizes")
     return int(function(out, quick=quick, force=force, seed=seed, sizes=sizes) or 0)
+
+
+def checked_sizes(experiment: str, sizes: dict, fields: tuple[str, ...],
+                  may_be_zero: tuple[str, ...] = ()) -> dict:
+    """``sizes`` (``--set NAME=VALUE``) as integers of ``fields``: one clear error naming
+    ``experiment`` for an unknown name or a value that is not a positive integer (at least 0
+    for the names in ``may_be_zero``)."""
+    out = {}
+    for name, value in sizes.items():
+        if name not in fields:
+            raise ValueError(f"{experiment}: --set {name}: not a size; choose from "
+                             f"{', '.join(fields)}")
+        number = float(value)
+        if number != int(number) or int(number) < (0 if name in may_be_zero else 1):
+            raise ValueError(f"{experiment}: --set {name}={value}: expected a positive integer")
+        out[name] = int(number)
+    return out

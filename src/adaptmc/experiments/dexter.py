@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.datasets import dexter as data_module
+from adaptmc.experiments import checked_sizes
 from adaptmc.models import bnn, cv
 from adaptmc.models.bnn_hmc import BNNHMCParams, BNNState
 from adaptmc.models.bnn_hmc import step as bnn_hmc_step
@@ -116,16 +117,7 @@ SIZE_FIELDS = ("num_super_transitions", "gradient_budget", "nuts_warmup", "start
 
 def _checked_sizes(sizes: dict) -> dict:
     """``sizes`` as positive integers of `SIZE_FIELDS` (one clear error otherwise)."""
-    out = {}
-    for name, value in sizes.items():
-        if name not in SIZE_FIELDS:
-            raise ValueError(f"dexter: --set {name}: not a size; choose from "
-                             f"{', '.join(SIZE_FIELDS)}")
-        if float(value) != int(float(value)) or int(float(value)) < (0 if name ==
-                                                                   "tuner_burn_in" else 1):
-            raise ValueError(f"dexter: --set {name}={value}: expected a positive integer")
-        out[name] = int(float(value))
-    return out
+    return checked_sizes("dexter", sizes, SIZE_FIELDS, may_be_zero=("tuner_burn_in",))
 
 
 # ----------------------------------------------------------------------------- set-up

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc import diagnostics
+from adaptmc.experiments import checked_sizes
 from adaptmc.kernels.discrete import KawasakiParams, SAWParams, kawasaki, saw
 from adaptmc.models import ising
 from adaptmc.objectives import windowed_autocorrelation
@@ -363,16 +364,8 @@ def budgets_with(budgets: dict, sizes: dict | None) -> dict:
     unknown field or a value that is not a positive integer (``burn_in`` may be 0)."""
     if not sizes:
         return dict(budgets)
-    fields = tuple(Budget.__dataclass_fields__)
-    checked = {}
-    for name, value in sizes.items():
-        if name not in fields:
-            raise ValueError(f"ising: --set {name}: not a size; choose from "
-                             f"{', '.join(fields)}")
-        number = float(value)
-        if number != int(number) or int(number) < (0 if name == "burn_in" else 1):
-            raise ValueError(f"ising: --set {name}={value}: expected a positive integer")
-        checked[name] = int(number)
+    checked = checked_sizes("ising", sizes, tuple(Budget.__dataclass_fields__),
+                            may_be_zero=("burn_in",))
     return {model: replace(budget, **checked) for model, budget in budgets.items()}
 
 
