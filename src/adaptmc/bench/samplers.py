@@ -104,10 +104,15 @@ def blackjax_nuts(target, seed: int, config: BenchConfig) -> SamplerOutput:
     starts = initial_positions(target, seed, config.num_chains, config.init_jitter)
     result = nuts(target, seed, num_chains=config.num_chains, num_warmup=config.num_warmup,
                   num_draws=config.num_samples, initial_positions=starts)
+    return _nuts_output(result, {"step_size": float(np.mean(result.step_size))})
+
+
+def _nuts_output(result, params: dict) -> SamplerOutput:
+    """A `adaptmc.baselines.NutsResult` as a bench row's output (warm-up gradients, the
+    initial ones included, summed over chains; divergences after warm-up)."""
     return SamplerOutput(result.positions, int(np.sum(result.warmup_grads)),
                          result.sampling_grads, result.wall_s, result.compile_s,
-                         int(np.sum(result.divergent)),
-                         {"step_size": float(np.mean(result.step_size))})
+                         int(np.sum(result.divergent)), params)
 
 
 def numpyro_nuts(target, seed: int, config: BenchConfig) -> SamplerOutput:
@@ -120,9 +125,7 @@ def numpyro_nuts(target, seed: int, config: BenchConfig) -> SamplerOutput:
     result = run_numpyro(target, seed, num_chains=config.num_chains,
                          num_warmup=config.num_warmup, num_draws=config.num_samples,
                          initial_positions=starts)
-    return SamplerOutput(result.positions, int(np.sum(result.warmup_grads)),
-                         result.sampling_grads, result.wall_s, result.compile_s,
-                         int(np.sum(result.divergent)), {})
+    return _nuts_output(result, {})
 
 
 def nutpie(target, seed: int, config: BenchConfig) -> SamplerOutput:
@@ -135,10 +138,7 @@ def nutpie(target, seed: int, config: BenchConfig) -> SamplerOutput:
     result = nutpie_nuts(target, seed, num_chains=config.num_chains,
                          num_warmup=config.num_warmup, num_draws=config.num_samples,
                          initial_positions=starts)
-    return SamplerOutput(result.positions, int(np.sum(result.warmup_grads)),
-                         result.sampling_grads, result.wall_s, result.compile_s,
-                         int(np.sum(result.divergent)),
-                         {"step_size": float(np.mean(result.step_size))})
+    return _nuts_output(result, {"step_size": float(np.mean(result.step_size))})
 
 
 SAMPLERS: dict[str, Callable[[Any, int, BenchConfig], SamplerOutput]] = {

@@ -176,8 +176,7 @@ def run(
         Every chain's kernel state (batched ``kernel.init``, e.g. a `RunResult.states`) in
         place of ``initial_positions``: kernel-internal state included, no gradient spent.
     output_dir, force, resume, checkpoint_every
-        Run folder; overwrite it; continue the run checkpointed there; super-transitions
-        between checkpoints.
+        Run folder; overwrite it; continue it; super-transitions between checkpoints.
     thin, stop_after
         Keep every ``thin``-th draw (all steps count); stop as if killed after
         ``stop_after`` super-transitions in this call (for tests).
@@ -225,10 +224,7 @@ def _make_loop(setup: _Setup) -> SuperTransitionLoop:
     """The run's compiled loop: a buffer for the most draws a super-transition can keep (one
     per gradient when a tuner may change ``L``: one compilation; ``budget // cost`` when it
     changes nothing), and frozen super-transitions grouped up to the next checkpoint."""
-    cost = 1
-    if not setup.tuner.names:
-        cost = setup.kernel.cost(checks.with_proposal(setup.kernel, setup.params, {},
-                                                      setup.target.dim))
+    cost = 1 if setup.tuner.names else setup.kernel.cost(setup.params)
     return SuperTransitionLoop(setup.target, setup.kernel, setup.num_chains,
                                max_kept=setup.gradient_budget // cost // setup.thin,
                                max_group=_max_group(setup.num_super_transitions,
