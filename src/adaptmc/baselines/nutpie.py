@@ -56,7 +56,8 @@ def nutpie_nuts(target, seed: int, *, num_chains: int = 4, num_warmup: int = 100
     kept draws per chain, chains in nutpie's threads (one per core), started at the mean of
     ``initial_positions`` (nutpie takes one point). ``compile_s``: `compile_pymc_model`;
     ``wall_s``: sampling. Gradients: nutpie's ``n_steps`` (leapfrog steps) per draw, warm-up
-    apart, plus one per chain at the start."""
+    apart, plus one per chain at the start. ``backend``: nutpie's (``"numba"`` or
+    ``"jax"``)."""
     import nutpie
 
     tick = time.perf_counter()
