@@ -20,9 +20,8 @@ from adaptmc.datasets.posteriordb import (
 )
 from adaptmc.targets import get_target
 from adaptmc.targets.base import compiled_logdensity_and_grad
+from adaptmc.targets.named_draws import constrained_draws, group_named
 from adaptmc.targets.posteriordb import (
-    constrained_draws,
-    group_named,
     posteriordb_model,
     posteriordb_target,
     reference_position,

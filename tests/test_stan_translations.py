@@ -16,7 +16,8 @@ from jax.flatten_util import ravel_pytree
 from scipy import integrate, stats
 
 from adaptmc.datasets.posteriordb import default_posteriordb_dir, load_posterior
-from adaptmc.targets.posteriordb import group_named, reference_position
+from adaptmc.targets.named_draws import group_named
+from adaptmc.targets.posteriordb import reference_position
 from adaptmc.targets.stan_translations import (
     NEW_MODELS,
     ODE_ATOL,
@@ -191,7 +192,7 @@ def nuts_constrained_means(model, starts, seed, num_warmup=500, num_samples=500)
     (dense metric), one chain from each of ``starts: (chains, dim)``."""
     import blackjax
 
-    from adaptmc.targets.posteriordb import flatten_named
+    from adaptmc.targets.named_draws import flatten_named
 
     _, unravel = ravel_pytree(model.initial_params)
 

@@ -13,7 +13,7 @@ def quantities(target, positions: np.ndarray) -> tuple[list[str], np.ndarray]:
     if "bnn" in target.info and "test" in target.info:
         return bnn_quantities(target, positions)
     if "posterior" in target.info:
-        from adaptmc.targets.posteriordb import constrained_draws
+        from adaptmc.targets.named_draws import constrained_draws
 
         named = constrained_draws(target, positions)
         return list(named), np.stack(list(named.values()), axis=-1)

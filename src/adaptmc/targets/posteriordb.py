@@ -15,14 +15,13 @@ Sampling statements (``y ~ normal(...)``) are written as full ``*_lpdf`` terms: 
 Stan drops change the log density by a constant only. The pytree leaves are the unconstrained
 parameters (``log_tau``, ``theta_trans``...); ``constrain`` maps them to the quantities of the
 reference draws under the reference's names (``theta`` for ``theta[1]``...), and
-`constrained_draws` does so for a whole ``(chains, draws, dim)`` array, which is what the
-benchmark compares with the reference.
+`adaptmc.targets.named_draws.constrained_draws` does so for a whole ``(chains, draws, dim)``
+array, which is what the benchmark compares with the reference.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -35,6 +34,7 @@ from jax.scipy.special import gammaln
 
 from adaptmc.datasets.posteriordb import POSTERIORS, Posterior, load_posterior
 from adaptmc.targets.base import Reference, Target, make_target
+from adaptmc.targets.named_draws import group_named
 
 Array = jax.Array
 
@@ -432,7 +432,7 @@ def posteriordb_target(name_or_path: str) -> Target:
     quantities under the reference names (e.g. ``"theta[1]"``, in the reference draws'
     order; Magnusson et al. 2024); ``info`` carries ``posterior`` (the name) and
     ``constrain``: flat unconstrained position ``(dim,)`` -> dict of constrained arrays (use
-    `constrained_draws` for many draws).
+    `adaptmc.targets.named_draws.constrained_draws` for many draws).
     """
     posterior = load_posterior(name_or_path)
     model = posteriordb_model(posterior)
@@ -458,57 +458,6 @@ def posterior_reference(posterior: Posterior) -> Reference:
     return Reference(names, np.array([posterior.reference_mean[n] for n in names]),
                      np.array([sd[n] for n in names]),
                      np.array([posterior.reference_mcse[n] for n in names]))
-
-
-def flatten_named(values: dict[str, np.ndarray], batch_ndim: int) -> dict[str, np.ndarray]:
-    """``{"theta": (..., 8)}`` -> ``{"theta[1]": (...), ...}``: Stan's 1-based flat names.
-
-    ``batch_ndim`` leading axes (chains, draws) are kept.
-    """
-    out = {}
-    for name, value in values.items():
-        value = np.asarray(value)
-        event = value.shape[batch_ndim:]
-        if event == ():
-            out[name] = value
-            continue
-        for idx in np.ndindex(*event):
-            label = ",".join(str(i + 1) for i in idx)
-            out[f"{name}[{label}]"] = value[(Ellipsis, *idx)]
-    return out
-
-
-_FLAT_NAME = re.compile(r"^(?P<base>[^\[]+)(\[(?P<idx>[0-9,]+)\])?$")
-
-
-def group_named(flat: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Inverse of `flatten_named` for scalars and vectors: ``{"theta[1]": a, ...}`` ->
-    ``{"theta": array([a, ...])}``."""
-    groups: dict[str, dict[int, Any]] = {}
-    scalars = {}
-    for name, value in flat.items():
-        match = _FLAT_NAME.match(name)
-        if match is None:
-            raise ValueError(f"cannot parse parameter name {name!r}")
-        if match["idx"] is None:
-            scalars[match["base"]] = np.asarray(value, float)
-        else:
-            groups.setdefault(match["base"], {})[int(match["idx"]) - 1] = value
-    for base, entries in groups.items():
-        scalars[base] = np.asarray([entries[i] for i in range(len(entries))], float)
-    return scalars
-
-
-def constrained_draws(target: Target, positions: np.ndarray) -> dict[str, np.ndarray]:
-    """``positions: (chains, draws, dim)`` -> reference name -> ``(chains, draws)`` array of
-    the constrained quantity, through ``target.info["constrain"]``."""
-    constrain = target.info.get("constrain")
-    if constrain is None:
-        raise ValueError(f"target {target.name!r} has no constrain function in its info")
-    values = jax.jit(jax.vmap(jax.vmap(constrain)))(jnp.asarray(positions))
-    flat = flatten_named(jax.tree.map(np.asarray, values), batch_ndim=2)
-    order = tuple(flat) if target.reference is None else target.reference.names
-    return {name: flat[name] for name in order}
 
 
 def reference_position(posterior: Posterior, model: PosteriordbModel, chain: int, draw: int):
