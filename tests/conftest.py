@@ -11,7 +11,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 
 CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
 # the fast tier's time is compiling (small runs of many programs): XLA's backend at -O0
-# compiles NUTS about 2x faster (BENCHMARKS, wave six) and runs it about 2x slower
+# compiles NUTS 1.7-1.9x faster (BENCHMARKS, wave six) and runs it about 2x slower
 FAST_TIER_XLA_FLAG = "--xla_backend_optimization_level=0"
 
 

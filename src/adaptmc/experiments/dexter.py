@@ -102,7 +102,8 @@ def run_dexter(out: str | Path, quick: bool = False, force: bool = False, seed: 
     from adaptmc.io import prepare_output_dir
 
     config = config or (QUICK if quick else FULL)
-    config = config._replace(**_checked_sizes(sizes or {}))
+    config = config._replace(**checked_sizes("dexter", sizes or {}, SIZE_FIELDS,
+                                             may_be_zero=("tuner_burn_in",)))
     out = Path(out)
     prepare_output_dir(out, force=force)
     out.mkdir(parents=True, exist_ok=True)
@@ -113,11 +114,6 @@ def run_dexter(out: str | Path, quick: bool = False, force: bool = False, seed: 
 
 SIZE_FIELDS = ("num_super_transitions", "gradient_budget", "nuts_warmup", "start_steps",
                "num_folds", "tuner_burn_in")
-
-
-def _checked_sizes(sizes: dict) -> dict:
-    """``sizes`` as positive integers of `SIZE_FIELDS` (one clear error otherwise)."""
-    return checked_sizes("dexter", sizes, SIZE_FIELDS, may_be_zero=("tuner_burn_in",))
 
 
 # ----------------------------------------------------------------------------- set-up
