@@ -206,3 +206,21 @@ def test_stop_tolerance_on_the_command_line_and_checked():
         recipes.adaptive_hmc(TARGET, stop_tolerance=-0.1)
     with pytest.raises(ValueError, match="stop_rule"):
         recipes.adaptive_hmc(TARGET, stop_rule="pi")
+
+
+def test_the_ei_rule_searches_ei_and_reads_the_ucb_at_its_points():
+    """Each rule's own ratio comes from its own DIRECT search; the other rule's is a lower
+    bound read at that search's points. On the by-hand posterior both acquisitions peak at
+    u = 1, a measured setting, so both searches give the exact ratios."""
+    box = make_box({"a": (0.0, 1.0)})
+    predict = lambda u: (0.5 + 0.5 * np.asarray(u)[:, 0], np.full(len(u), 0.1))  # noqa: E731
+    post = Posterior(box, predict, np.array([[0.2], [1.0]]), 2.0, 4.0)
+    by_ucb, by_ei = separation(post, rule="ucb-lcb"), separation(post, rule="ei")
+    np.testing.assert_allclose(by_ucb, by_ei, rtol=1e-12)
+    bump = lambda u: (0.5 + 0.4 * np.exp(-(np.asarray(u)[:, 0] - 0.37) ** 2 / 0.01),  # noqa: E731
+                      np.full(len(u), 0.05))
+    post = post._replace(predict=bump, measured=np.array([[0.0], [1.0]]))
+    ucb_gap, _, ei_read = separation(post, rule="ucb-lcb")
+    ucb_read, _, ei_gap = separation(post, rule="ei")
+    assert ei_read <= ei_gap * (1 + 1e-9) and ucb_read <= ucb_gap * (1 + 1e-9)
+    assert ei_gap > 0.9 * ei_read and ucb_gap > 0.9 * ucb_read  # the peaks are near each other

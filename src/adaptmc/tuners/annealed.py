@@ -29,8 +29,8 @@ from adaptmc.tuners.box import (
     as_proposal,
     from_proposal,
     from_unit,
-    snap_unit,
     to_unit,
+    unit_snapper,
 )
 from adaptmc.tuners.describe import box_config
 from adaptmc.tuners.gp import unique_points
@@ -64,8 +64,9 @@ def check_box(box: Box) -> Box:
 
 
 def snapper(box: Box):
-    """``u -> snap_unit(box, u)`` when the box has integer parameters, else None."""
-    return (lambda u: snap_unit(box, u)) if box.integer.any() else None
+    """``u -> snap_unit(box, u)`` (`adaptmc.tuners.box.unit_snapper`) when the box has
+    integer parameters, else None."""
+    return unit_snapper(box) if box.integer.any() else None
 
 
 def base_state(box: Box, extra: dict | None = None) -> dict:

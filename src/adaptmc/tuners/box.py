@@ -154,6 +154,28 @@ def snap_unit(box: Box, u: np.ndarray) -> np.ndarray:
     return to_unit(box, from_unit(box, u))
 
 
+def unit_snapper(box: Box):
+    """``u: (m, d) -> (m, d)``, `snap_unit` of ``box`` with the box's constants computed once
+    and only its log and integer columns treated as such: the same values, at a third of
+    the cost (the acquisition optimiser snaps every batch it evaluates)."""
+    width = box.upper - box.lower
+    logs = np.flatnonzero(box.log) if box.log is not None else np.zeros(0, dtype=int)
+    integers = np.flatnonzero(box.integer)
+    low, ratio = box.lower[logs], box.upper[logs] / box.lower[logs]
+    log_ratio = np.log(ratio)
+
+    def snap(u: np.ndarray) -> np.ndarray:
+        u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)
+        x = box.lower + u * width
+        x[..., logs] = low * ratio ** u[..., logs]
+        x[..., integers] = np.round(x[..., integers])
+        out = (x - box.lower) / width
+        out[..., logs] = np.log(x[..., logs] / low) / log_ratio
+        return out
+
+    return snap
+
+
 def as_proposal(box: Box, x: np.ndarray) -> dict:
     """``x: (d,)`` box point -> ``{name: number}`` (Python ``int`` for integer parameters)."""
     x = np.asarray(x, dtype=float)
