@@ -70,8 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--targets", default=None,
-                   help="comma-separated targets (default: the posteriordb eight, Gaussians, "
-                        "funnel, logistic-german, bnn-robot-arm)")
+                   help="comma-separated targets (default: the eleven posteriordb posteriors, "
+                        "Gaussians, funnel, logistic-german, bnn-robot-arm)")
     p.add_argument("--samplers", default=None,
                    help="comma-separated samplers (default: adaptmc-adaptive-hmc, "
                         "adaptmc-gadmala, blackjax-nuts; also -adaptive-hmc-parametric, "

@@ -16,6 +16,7 @@ EXPERIMENTS: dict[str, str] = {
     "ising": "adaptmc.experiments.ising:run_ising",
     "manifold": "adaptmc.experiments.manifold:run_manifold",
     "main-vs-nuts": "adaptmc.experiments.main_vs_nuts:run_main_vs_nuts",
+    "riemannian-logistic": "adaptmc.experiments.gradient_adaptive:run_riemannian_logistic",
     "robot-arm": "adaptmc.experiments.robot_arm:run_robot_arm",
     "tuned-vs-oracle": "adaptmc.experiments.tuned_vs_oracle:run_tuned_vs_oracle",
 }

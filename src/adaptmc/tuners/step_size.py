@@ -24,11 +24,19 @@ def dual_averaging_tuner(
     gamma: float = 0.05,
     t0: float = 10.0,
     kappa: float = 0.75,
+    zero_on_divergence: bool = True,
 ) -> Tuner:
     """Dual averaging of the step size toward ``target_accept`` (Hoffman & Gelman 2014,
     Algorithm 5), one update per super-transition with its mean acceptance rate; ``L`` stays
     at the kernel's value, or at ``num_leapfrog`` when given. ``best`` is the averaged step
-    size ``exp(xbar)``. State: `DualAveragingState` (arrays)."""
+    size ``exp(xbar)``. State: `DualAveragingState` (arrays).
+
+    ``zero_on_divergence`` (default): a super-transition with any divergent step counts as
+    acceptance 0. False: the mean acceptance as it is, in which a divergent step already
+    counts 0 (`adaptmc.kernels.base.metropolis_hastings`): Algorithm 5's per-step statistic
+    averaged, for kernels whose long super-transitions see an occasional divergence at a good
+    step size (a fixed-point iteration of the generalised leapfrog failing once in 50
+    steps), where the default rule would cut the step tenfold."""
     if not 0 < target_accept < 1:
         raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
     if not initial_step_size > 0:
@@ -44,7 +52,7 @@ def dual_averaging_tuner(
 
     def update(state, proposal, reward, stats):
         rate = (stats or {}).get("acceptance_rate", float("nan"))
-        if (stats or {}).get("divergences", 0) > 0:
+        if zero_on_divergence and (stats or {}).get("divergences", 0) > 0:
             rate = 0.0  # a divergent super-transition counts as a rejection
         rate = rate if math.isfinite(rate) else 0.0
         return as_numpy(da_update(state, rate, target_accept, gamma, t0, kappa))
@@ -56,6 +64,6 @@ def dual_averaging_tuner(
 
     facts = {"policy": "dual-averaging", "initial_step_size": float(initial_step_size),
              "target_accept": target_accept, "num_leapfrog": num_leapfrog, "gamma": gamma,
-             "t0": t0, "kappa": kappa}
+             "t0": t0, "kappa": kappa, "zero_on_divergence": zero_on_divergence}
     return Tuner("dual-averaging", names, lambda key: as_numpy(da_init(initial_step_size)),
                  propose, update, best, lambda state: facts)
