@@ -55,7 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_inverse_mass
-from adaptmc.targets.base import compiled
+from adaptmc.targets.base import QUICK_COMPILE, compiled
 
 MAX_RHAT_LP = 1.05
 DENSE_CONDITION = 100.0
@@ -136,7 +136,8 @@ def _first_steps(target):
     """`reasonable_step_size` of every chain, compiled once per target (run op by op under
     ``vmap`` it compiles each primitive of the model on its own)."""
     return compiled(target, "reasonable_step_size", lambda: jax.jit(
-        jax.vmap(lambda k, x: reasonable_step_size(k, target, x))))
+        jax.vmap(lambda k, x: reasonable_step_size(k, target, x)),
+        compiler_options=QUICK_COMPILE))
 
 
 def _stage(record, target, keys, positions, step_sizes, inverse_mass, num_steps, kind,

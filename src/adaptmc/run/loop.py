@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.kernels.base import Kernel
-from adaptmc.targets.base import Target, check_position, compiled
+from adaptmc.targets.base import QUICK_COMPILE, Target, check_position, compiled
 
 STEP_FIELDS = ("acceptance_rate", "accepted", "is_divergent", "energy_error", "num_grads")
 
@@ -204,7 +204,7 @@ def initial_positions_checked(target: Target, num_chains: int, initial_positions
     return initial_positions
 
 
-@functools.partial(jax.jit, static_argnums=(2,))
+@functools.partial(jax.jit, static_argnums=(2,), compiler_options=QUICK_COMPILE)
 def _jittered(key, start, num_chains: int, init_jitter):
     """``start + U(-init_jitter, init_jitter)`` per chain and coordinate, one compiled call."""
     jitter = jax.random.uniform(key, (num_chains, start.shape[0]), minval=-init_jitter,
@@ -216,7 +216,8 @@ def init_states(target: Target, kernel: Kernel, positions):
     """Every chain's kernel state at ``positions: (chains, dim)``, in one compiled call
     (vmapped op by op, each primitive of the model would compile on its own)."""
     init = compiled(target, ("init", kernel),
-                    lambda: jax.jit(jax.vmap(lambda x: kernel.init(x, target))))
+                    lambda: jax.jit(jax.vmap(lambda x: kernel.init(x, target)),
+                                    compiler_options=QUICK_COMPILE))
     return init(positions)
 
 
@@ -234,7 +235,7 @@ def super_transition_keys(key, index: int, num_chains: int, count: int = 1):
             tune, chains = jax.vmap(one)(index + jnp.arange(count, dtype=jnp.uint32))
             return tune[0], jnp.swapaxes(chains, 0, 1)
 
-        _KEYS[num_chains, count] = jax.jit(derive)
+        _KEYS[num_chains, count] = jax.jit(derive, compiler_options=QUICK_COMPILE)
     return _KEYS[num_chains, count](key, jnp.asarray(index, jnp.uint32))
 
 

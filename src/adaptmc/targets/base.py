@@ -157,6 +157,14 @@ def make_target(
     return target
 
 
+QUICK_COMPILE = {"xla_backend_optimization_level": 0}
+"""``jax.jit(..., compiler_options=QUICK_COMPILE)`` for the small programs a run calls once or
+a few times (keys, jittered starts, the initial step-size search, the chains' first
+states): XLA's backend optimisation took 0.5-0.8 s of compilation each for them, longer
+than they ever run. Their integer work (the random keys and bits) is exact at any level;
+the main programs (NUTS warm-up, the super-transition loop) keep the default level."""
+
+
 def compiled(target: Target, key: Any, make: Callable[[], Any]) -> Any:
     """The program ``make()`` stored on ``target`` under ``key``, made on first use: a
     program compiled for a target is reused by every run on that target object (grids of
