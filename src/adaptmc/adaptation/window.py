@@ -279,7 +279,7 @@ def window_warmup(target, positions, key, *, num_steps: int = 500, metric: str =
     chains, dim = positions.shape
     key_step, key = jax.random.split(key)
     steps, grads = _first_steps(target)(jax.random.split(key_step, chains), positions)
-    record = {"grads": chains + int(np.sum(grads)), "divergences": 0, "lp": [],
+    record = {"grads": chains + int(np.sum(np.asarray(grads))), "divergences": 0, "lp": [],
               "stages": [], "compile_s": 0.0}
     kind = "dense" if metric == "dense" else "diag"
     # a diagonal stage that may be followed by a dense one runs in the dense program when
@@ -328,8 +328,9 @@ def _run_stage(stage, index, positions, step_sizes, inverse_mass, kind, label) -
     final, new_steps, (draws, grads, lp, nsteps, divergent) = jax.block_until_ready(_stage(
         record, stage["target"], keys, positions, step_sizes, inverse_mass, num_steps, kind,
         stage["target_accept"], stage["shared"]))
-    record["grads"] += int(np.sum(nsteps))
-    record["divergences"] += int(np.sum(divergent))
+    # summed on the host: np.sum of a JAX array is JAX's sum, compiled on first use
+    record["grads"] += int(np.sum(np.asarray(nsteps)))
+    record["divergences"] += int(np.sum(np.asarray(divergent)))
     record["lp"].append(np.asarray(lp))
     record["stages"].append(label)
     half = num_steps // 2

@@ -199,8 +199,9 @@ def initial_positions_checked(target: Target, num_chains: int, initial_positions
             f"initial_positions must have shape ({num_chains}, {target.dim}), "
             f"got {initial_positions.shape}"
         )
+    rows = np.asarray(initial_positions)  # rows on the host: no slice compiled per chain
     for c in range(num_chains):
-        check_position(target, initial_positions[c], what=f"initial position of chain {c}")
+        check_position(target, rows[c], what=f"initial position of chain {c}")
     return initial_positions
 
 

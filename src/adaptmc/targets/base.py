@@ -181,8 +181,10 @@ def compiled(target: Target, key: Any, make: Callable[[], Any]) -> Any:
 def compiled_logdensity_and_grad(target: Target) -> Callable[[Array], tuple[Array, Array]]:
     """The target's ``logdensity_and_grad`` under ``jax.jit``, made once per target: one
     compilation, where evaluating the model op by op compiles each primitive on its own
-    (seconds on a large model)."""
-    return compiled(target, "logdensity_and_grad", lambda: jax.jit(target.logdensity_and_grad))
+    (seconds on a large model). It evaluates single points (start checks, the run folder's
+    fingerprint), so it compiles at `QUICK_COMPILE`."""
+    return compiled(target, "logdensity_and_grad",
+                    lambda: jax.jit(target.logdensity_and_grad, compiler_options=QUICK_COMPILE))
 
 
 def check_position(target: Target, position: Array, what: str = "position") -> None:
@@ -203,14 +205,15 @@ def check_position(target: Target, position: Array, what: str = "position") -> N
             f"log density of target {target.name!r} must return a scalar, got shape "
             f"{jnp.shape(value)}"
         )
-    if not bool(jnp.isfinite(value)):
+    value, grad = np.asarray(value), np.asarray(grad)  # checked on the host: no compilation
+    if not bool(np.isfinite(value)):
         raise ValueError(
             f"log density of target {target.name!r} is {float(value)} at the {what}; "
             "start from a point of positive density"
         )
-    bad = ~jnp.isfinite(grad)
+    bad = ~np.isfinite(grad)
     if bool(bad.any()):
-        idx = int(jnp.argmax(bad))
+        idx = int(np.argmax(bad))
         raise ValueError(
             f"gradient of the log density of target {target.name!r} is not finite at the "
             f"{what} (coordinate {target.parameter_names[idx]!r} = {float(grad[idx])})"
