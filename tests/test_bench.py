@@ -285,3 +285,24 @@ def test_evaluate_bnn_compares_its_quantities_with_the_cached_reference(tmp_path
     result = bench.evaluate(target, bench.SamplerOutput(positions, 1, 1, 1.0, 0.0, 0, {}))
     assert result["num_quantities"] == 3
     assert result["worst"] in names and result["max_err_sd"] < 1e-9
+
+
+def test_jax_compile_seconds_count_every_program_a_call_compiles():
+    """JAX's own account of tracing, lowering and compilation (`jax.monitoring`) grows by a
+    new program's compilation and not at all when the same program runs again; the speed
+    table shows it beside the sampler's own compile column."""
+    import jax
+    import jax.numpy as jnp
+
+    from adaptmc.bench.evaluation import jax_compile_seconds
+    from adaptmc.bench.report import speed_table
+
+    program = jax.jit(lambda x: jnp.cumsum(jnp.sin(x) * 3.0))
+    before = jax_compile_seconds()
+    program(jnp.arange(7.0)).block_until_ready()
+    compiled_once = jax_compile_seconds()
+    program(jnp.arange(7.0)).block_until_ready()
+    assert compiled_once > before and jax_compile_seconds() == compiled_once
+    rows = [{**_fake("a", "blackjax-nuts", 0, 4.0, 0.1), "host_s": 0.0, "jax_compile_s": 2.5}]
+    table = speed_table(rows)
+    assert "all JAX compile s" in table and "| 2.00 | 2.50 |" in table
