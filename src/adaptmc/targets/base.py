@@ -159,10 +159,13 @@ def make_target(
 
 QUICK_COMPILE = {"xla_backend_optimization_level": 0}
 """``jax.jit(..., compiler_options=QUICK_COMPILE)`` for the small programs a run calls once or
-a few times (keys, jittered starts, the initial step-size search, the chains' first
-states): XLA's backend optimisation took 0.5-0.8 s of compilation each for them, longer
-than they ever run. Their integer work (the random keys and bits) is exact at any level;
-the main programs (NUTS warm-up, the super-transition loop) keep the default level."""
+a few times and whose results do not enter the chains' arithmetic: the random keys and
+jittered starts (integer work and one addition, the same bits at any level), the initial
+step-size search (it returns counts and powers of two of its start) and the single-point
+log density of the start checks and the run folder's fingerprint. XLA's backend
+optimisation took 0.3-0.8 s of compilation each for them, longer than they ever run. Not
+for what starts a chain: -O0 computes some models' gradients differently in the last bits
+(gp_pois_regr: 7e-15), which would change every draw after it."""
 
 
 def compiled(target: Target, key: Any, make: Callable[[], Any]) -> Any:
