@@ -10,6 +10,7 @@ when the target knows them.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from adaptmc.recipes import DEFAULT_RECIPE, Plan, build, check_plan
 from adaptmc.run import RunResult, default_positions, run, starting_positions
+from adaptmc.run.compile_clock import compile_seconds
 
 
 def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
@@ -28,11 +30,13 @@ def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
     """Run ``plan`` (a recipe's `Plan`) on ``target`` with ``chains`` chains: first its
     ``prepare`` step, if any (a warm-up from ``initial_positions``, default the run's own
     starts, with a key of its own), whose gradients count in the run's total; ``thin``
-    (default: the plan's) keeps every ``thin``-th draw."""
+    (default: the plan's) keeps every ``thin``-th draw. The warm-up's seconds and its
+    compilation (`adaptmc.run.compile_clock`) count in the result's."""
     prior_grads, attrs, initial_states = 0, {}, None
     if plan.prepare is not None:
         if progress:
             print(f"{plan.name}: warm-up ...", flush=True)
+        started, compile_before = time.perf_counter(), compile_seconds()
         starts = default_positions(target, chains, seed) if initial_positions is None \
             else initial_positions
         prepared = plan.prepare(target, np.asarray(starts), warmup_key(seed))
@@ -41,8 +45,8 @@ def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
             initial_positions, initial_states = None, prepared.states
         prior_grads = prepared.num_grads
         attrs = {"warmup": json.dumps(prepared.record, default=_jsonable),
-                 "prior_wall_s": float(prepared.record.get("wall_s", 0.0)),
-                 "prior_compile_s": float(prepared.record.get("compile_s", 0.0))}
+                 "prior_wall_s": time.perf_counter() - started,
+                 "prior_compile_s": compile_seconds() - compile_before}
         if "portfolio" in prepared.record:
             attrs["portfolio"] = json.dumps(prepared.record["portfolio"], default=_jsonable)
         check_plan(plan)

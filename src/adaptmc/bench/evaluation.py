@@ -18,6 +18,7 @@ from adaptmc.bench.config import BenchConfig, Cell, SamplerOutput, cell_seed
 from adaptmc.bench.quantities import quantities
 from adaptmc.bench.references import bench_target_digest, mean_mcse, reference
 from adaptmc.bench.samplers import SAMPLERS
+from adaptmc.run.compile_clock import compile_seconds
 
 
 def _ess_rhat_mcse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -76,31 +77,6 @@ def evaluate(target, output: SamplerOutput) -> dict:
     return out
 
 
-COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
-                  "/jax/core/compile/jaxpr_to_mlir_module_duration",
-                  "/jax/core/compile/backend_compile_duration")
-"""JAX's own timings of tracing, lowering and XLA compilation (``jax._src.dispatch``), reported
-through `jax.monitoring` for every program, small eager operations included."""
-_COMPILE_SECONDS = [0.0]
-_LISTENING = []
-
-
-def _count_compile(event: str, seconds: float, **kwargs) -> None:
-    if event in COMPILE_EVENTS:
-        _COMPILE_SECONDS[0] += seconds
-
-
-def jax_compile_seconds() -> float:
-    """Seconds JAX has spent tracing, lowering and compiling in this process so far (the
-    listener is registered on first use; the difference over a call is that call's)."""
-    import jax
-
-    if not _LISTENING:
-        jax.monitoring.register_event_duration_secs_listener(_count_compile)
-        _LISTENING.append(True)
-    return _COMPILE_SECONDS[0]
-
-
 def compute_cell(cell: Cell, config: BenchConfig) -> dict:
     """Run one cell from scratch (its own process may be fresh: a Dask worker) and return
     ``{"cell": ..., "seed": ..., "config": ..., **evaluate(...)}``."""
@@ -114,10 +90,10 @@ def compute_cell(cell: Cell, config: BenchConfig) -> dict:
     target = get_target(cell.target)
     seed = cell_seed(cell.target, cell.seed_index)
     try:
-        before = jax_compile_seconds()
+        before = compile_seconds()
         output = SAMPLERS[cell.sampler](target, seed, config)
         # every sampler measured alike, NumPyro's and the small programs' compilation too
-        jax_compile_s = jax_compile_seconds() - before
+        jax_compile_s = compile_seconds() - before
         return {"cell": cell._asdict(), "key": cell.key, "seed": seed,
                 "config": asdict(config), "target_digest": bench_target_digest(target),
                 **evaluate(target, output), "jax_compile_s": jax_compile_s}

@@ -74,7 +74,7 @@ def speed_table(results: list[dict]) -> str:
     """Per second, everything included (issue 14): the seconds from the call to the draws
     (compilation, warm-up and tuning included), the compilation (the sampler's own account
     of its main programs, and JAX's of every program it traced and compiled, eager
-    operations included: `jax_compile_seconds`), the tuner's and the objective's host
+    operations included: `adaptmc.run.compile_clock`), the tuner's and the objective's host
     seconds as a share of the call, the gradients spent before the first kept draw (warm-up
     and tuning), min ESS per second, and its ratio to each NUTS, as markdown."""
     header = ("| target | sampler | call to draws s | compile s | all JAX compile s | host % "

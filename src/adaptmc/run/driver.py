@@ -43,6 +43,7 @@ import numpy as np
 from adaptmc import io
 from adaptmc.kernels.base import Kernel
 from adaptmc.run import callbacks, checks, store
+from adaptmc.run.compile_clock import compile_seconds
 from adaptmc.run.idata import describe_tuning, to_inference_data
 from adaptmc.run.loop import (
     SuperTransitionLoop,
@@ -183,8 +184,12 @@ def run(
     prior_grads, attrs
         Gradients a recipe's warm-up spent (counted in the total); InferenceData attributes
         (``prior_wall_s`` and ``prior_compile_s`` add to the run's seconds).
+
+    The result's ``compile_s`` is every compilation the call waited for
+    (`adaptmc.run.compile_clock`: tracing, lowering and XLA, small programs included),
+    plus ``prior_compile_s``.
     """
-    started = time.perf_counter()
+    started, compile_before = time.perf_counter(), compile_seconds()
     params = kernel.Params() if params is None else params
     tuner = fixed() if tuner is None else tuner
     sizes = (num_super_transitions, gradient_budget, num_chains, num_warmup, adapt_until,
@@ -205,8 +210,9 @@ def run(
     finished = _advance(setup, state, loop, progress, stop_after)
     if not finished:
         return RunResult(None, state.total_grads, time.perf_counter() - started,
-                         loop.compile_s, run_dir, state.states, state.params)
-    return _finish(setup, state, loop, started, seed)
+                         compile_seconds() - compile_before, run_dir, state.states,
+                         state.params)
+    return _finish(setup, state, (started, compile_before), seed)
 
 
 def _starts(target, num_chains, initial_positions, initial_states, init_jitter, key_init):
@@ -449,11 +455,13 @@ def _checkpoint(setup: _Setup, state: _Progress, next_index: int) -> None:
     state.pending = []  # on disk now: memory holds one chunk of draws at most
 
 
-def _finish(setup: _Setup, state: _Progress, loop, started: float, seed: int) -> RunResult:
-    """Assemble the InferenceData, write it to the run folder, and return the result."""
+def _finish(setup: _Setup, state: _Progress, clocks: tuple[float, float],
+            seed: int) -> RunResult:
+    """Assemble the InferenceData, write it to the run folder, and return the result;
+    ``clocks``: the wall clock and `compile_seconds` when the call began."""
     # a recipe's warm-up before the run is part of the time a user waits
-    wall = time.perf_counter() - started + float(setup.attrs.get("prior_wall_s", 0.0))
-    compile_s = loop.compile_s + float(setup.attrs.get("prior_compile_s", 0.0))
+    wall = time.perf_counter() - clocks[0] + float(setup.attrs.get("prior_wall_s", 0.0))
+    compile_s = compile_seconds() - clocks[1] + float(setup.attrs.get("prior_compile_s", 0.0))
     chunks = state.chunks if setup.run_dir is None else \
         [io.chunk_path(setup.run_dir, i) for i in range(state.num_chunks)]
     idata = to_inference_data(
