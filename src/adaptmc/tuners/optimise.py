@@ -15,8 +15,14 @@ from collections.abc import Callable
 import numpy as np
 from scipy.optimize import direct
 
-_NINTHS = 9.0 ** -np.arange(64)
-"""``9^-k``: a rectangle's squared half-side along a side trisected ``k`` times, times 4."""
+_NINTHS = 9.0 ** -np.arange(512)
+"""``9^-k``: a rectangle's squared half-side along a side trisected ``k`` times, times 4 (0.0
+in float64 from about ``k = 340`` on, as ``9.0 ** -k`` is: `_ninths` clamps larger ``k``)."""
+
+
+def _ninths(levels: np.ndarray) -> np.ndarray:
+    """``9.0 ** -levels`` by table."""
+    return _NINTHS[np.minimum(levels, len(_NINTHS) - 1)]
 
 
 def maximise_unit_cube(
@@ -96,7 +102,7 @@ def direct_search(
     while grid.n < maxfun:
         values = grid.values[:grid.n]
         best = int(np.argmin(values))
-        if 0.5 * np.sqrt(np.sum(_NINTHS[grid.levels[best]])) < len_tol:
+        if 0.5 * np.sqrt(np.sum(_ninths(grid.levels[best]))) < len_tol:
             break
         chosen = _potentially_optimal(grid.levels[:grid.n], grid.depth[:grid.n], values, eps)
         # one (rectangle, longest side) pair per row, rectangle-major; two new points per pair
@@ -171,7 +177,7 @@ def _potentially_optimal(levels: np.ndarray, depth: np.ndarray, values: np.ndarr
     np.not_equal(grouped[1:], grouped[:-1], out=first[1:])
     heads = order[first]  # the best rectangle of each size, sizes ascending
     f = values[heads]
-    sizes = np.round(0.5 * np.sqrt(np.sum(_NINTHS[levels[heads]], axis=1)), 12)
+    sizes = np.round(0.5 * np.sqrt(np.sum(_ninths(levels[heads]), axis=1)), 12)
     with np.errstate(divide="ignore", invalid="ignore"):
         rates = (f[:, None] - f[None, :]) / (sizes[:, None] - sizes[None, :])
     index = np.arange(len(f))
