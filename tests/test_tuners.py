@@ -899,3 +899,19 @@ def test_an_edge_holding_the_best_setting_extends_at_mid_tuning():
     _, state, _ = play(lambda p: -abs(np.log(p["num_leapfrog"] / 8)) - abs(p["step_size"] - 0.2),
                        8)
     assert len(state["events"]) == 0
+
+
+def test_unit_snapper_gives_snap_units_values_exactly():
+    """`unit_snapper` (the box's constants computed once, DIRECT's per-batch snap) returns the
+    same values as `snap_unit`, bit for bit, on boxes mixing linear, log and integer axes,
+    for points inside and outside the unit cube."""
+    from adaptmc.tuners.box import unit_snapper
+
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        box = make_box({"a": (0.001, float(rng.uniform(0.01, 2.0))),
+                        "b": (float(rng.integers(1, 4)), float(rng.integers(10, 300))),
+                        "c": (float(rng.uniform(-2, 0)), float(rng.uniform(0.5, 3)))},
+                       integer=("b",), log=("a", "b"))
+        for u in (rng.uniform(-0.1, 1.1, (40, 3)), rng.uniform(0, 1, 3)):
+            np.testing.assert_array_equal(unit_snapper(box)(u), snap_unit(box, u))

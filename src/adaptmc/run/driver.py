@@ -179,17 +179,13 @@ def run(
     output_dir, force, resume, checkpoint_every
         Run folder; overwrite it; continue it; super-transitions between checkpoints.
     thin, stop_after
-        Keep every ``thin``-th draw (all steps count); stop as if killed after
-        ``stop_after`` super-transitions in this call (for tests).
+        Keep every ``thin``-th draw (all count); stop as if killed after ``stop_after`` (tests).
     prior_grads, attrs
         Gradients a recipe's warm-up spent (counted in the total); InferenceData attributes
-        (``prior_wall_s`` and ``prior_compile_s`` add to the run's seconds).
-
-    The result's ``compile_s`` is every compilation the call waited for
-    (`adaptmc.run.compile_clock`: tracing, lowering and XLA, small programs included),
-    plus ``prior_compile_s``.
+        (``prior_wall_s`` and ``prior_compile_s`` add to the run's seconds; the result's
+        ``compile_s`` is every compilation the call waited for, `adaptmc.run.compile_clock`).
     """
-    started, compile_before = time.perf_counter(), compile_seconds()
+    clocks = (time.perf_counter(), compile_seconds())
     params = kernel.Params() if params is None else params
     tuner = fixed() if tuner is None else tuner
     sizes = (num_super_transitions, gradient_budget, num_chains, num_warmup, adapt_until,
@@ -209,10 +205,9 @@ def run(
     loop = _make_loop(setup)
     finished = _advance(setup, state, loop, progress, stop_after)
     if not finished:
-        return RunResult(None, state.total_grads, time.perf_counter() - started,
-                         compile_seconds() - compile_before, run_dir, state.states,
-                         state.params)
-    return _finish(setup, state, (started, compile_before), seed)
+        return RunResult(None, state.total_grads, time.perf_counter() - clocks[0],
+                         compile_seconds() - clocks[1], run_dir, state.states, state.params)
+    return _finish(setup, state, clocks, seed)
 
 
 def _starts(target, num_chains, initial_positions, initial_states, init_jitter, key_init):
