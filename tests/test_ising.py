@@ -251,6 +251,35 @@ def test_windowed_autocorrelation_is_in_cost_units():
     assert windowed_autocorrelation(ar, 1.0, (1.0, 5.0)) < 0.4
 
 
+def test_windowed_autocorrelation_with_a_known_variance():
+    """With the stationary variance given, ``h`` is the semivariogram over the variance:
+    it matches the analytic AR(1) value, and it does not reward a trace whose fast
+    fluctuations hide a slow part that the segment cannot see (the within-segment
+    estimate does)."""
+    rng = np.random.default_rng(8)
+    phi, n = 0.9, 20_000
+
+    def ar1(phi, size):
+        x = np.zeros(size)
+        x[:, 0] = rng.normal(size=size[0]) / np.sqrt(1 - phi**2)
+        for t in range(1, size[1]):
+            x[:, t] = phi * x[:, t - 1] + rng.normal(size=size[0])
+        return x
+
+    ar = ar1(phi, (8, n))
+    exact = 1.0 - np.mean(phi ** np.linspace(1.0, 5.0, 32))  # integer lags at the ends
+    h = windowed_autocorrelation(ar, 1.0, (1.0, 5.0), variance=1 / (1 - phi**2))
+    assert abs(h - exact) < 0.02
+    # fast AR(1) fluctuations (phi 0.5, variance 4/3) around a level that the segment never
+    # sees move (N(0, 10^2) per chain): each chain's own ACF looks short
+    slow = 10.0 * rng.normal(size=(8, 1)) + ar1(0.5, (8, 2000))
+    assert windowed_autocorrelation(slow, 1.0, (10.0, 50.0)) > 0.9
+    known = 100.0 + 4.0 / 3.0
+    assert windowed_autocorrelation(slow, 1.0, (10.0, 50.0), variance=known) < 0.05
+    with pytest.raises(ValueError, match="variance"):
+        windowed_autocorrelation(ar, 1.0, (1.0, 5.0), variance=0.0)
+
+
 def test_bad_parameters_are_refused():
     with pytest.raises(ValueError, match="walk_length"):
         saw.check_params(SAWParams(0, 0.5))

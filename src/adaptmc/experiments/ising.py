@@ -8,8 +8,9 @@ methods:
 
 - ``gp-hedge``: GP-Hedge over PI/EI/UCB tunes ``(L, gamma)`` on the talk's box for
   ``tune`` super-transitions of equal flips, rewarded by the windowed energy
-  autocorrelation ``h`` (`adaptmc.objectives.windowed_autocorrelation`), then freezes its
-  best setting;
+  autocorrelation ``h`` (`adaptmc.objectives.windowed_autocorrelation`, with the energy's
+  variance from the second half of the burn-in, the same for every setting), then freezes
+  its best setting;
 - ``sir-mixture``: the SIR policy, then the mixture of ``M = 10`` resampled settings
   (`adaptmc.tuners.sir_mixture`);
 - ``random``: random search over the box for as many super-transitions, then its best;
@@ -137,9 +138,11 @@ def tau_in_flips(energies: np.ndarray, flips_per_chain: float) -> tuple[float, f
     return energies.shape[0] * flips_per_chain / max(ess, 1e-12), ess
 
 
-def tune(segment, key, states, tuner, box_names, budget: Budget, proto: Protocol):
-    """Adapt ``tuner`` for ``budget.tune`` super-transitions; returns the states, the tuner
-    state, the flips spent (all chains) and the history ``[(L, gamma, h)]``."""
+def tune(segment, key, states, tuner, budget: Budget, variance: float | None):
+    """Adapt ``tuner`` for ``budget.tune`` super-transitions, rewarded by the windowed
+    energy autocorrelation ``h`` with the burn-in's ``variance`` (`windowed_autocorrelation`);
+    returns the states, the tuner state, the flips spent (all chains) and the history
+    ``[(L, gamma, h)]``."""
     tuner_state = tuner.init(jax.random.fold_in(key, 0))
     spent, history = 0, []
     for i in range(budget.tune):
@@ -148,7 +151,7 @@ def tune(segment, key, states, tuner, box_names, budget: Budget, proto: Protocol
         states, energies, flips, accept = segment(jax.random.fold_in(key, 2 * i + 2), states,
                                                   params, budget.flips)
         cost = flips.mean() / energies.shape[1]
-        reward = windowed_autocorrelation(energies, cost, energy_window(budget))
+        reward = windowed_autocorrelation(energies, cost, energy_window(budget), variance)
         # a discrete move's log ratio below -1000 is a rejection, not a divergence
         tuner_state = tuner.update(tuner_state, proposal, reward,
                                    {"divergences": 0, "acceptance_rate": accept,
@@ -178,6 +181,28 @@ def measure(segment, key, states, params, budget: Budget) -> dict:
             "flips_per_draw": flips / energies.size, "energies": energies}
 
 
+def burn_in(target, segment, key, budget: Budget, seed: int):
+    """Kawasaki exchanges from uniform states of ``S_n`` for ``budget.burn_in`` flips per
+    chain; returns the states, the energy's variance over the second half of the burn-in
+    (all chains pooled: the stationary variance the tuners' objective divides by; `None`
+    when the energy did not move) and the mean energy at the start and at the end."""
+    graph = target.info["graph"]
+    starts = jnp.asarray(ising.random_states(graph, budget.chains, seed + 1))
+    states = jax.vmap(lambda x: kawasaki.init(x, target))(starts)
+    num_segments = max(1, budget.burn_in // budget.flips)
+    first = last = None
+    kept = []
+    for i in range(num_segments):
+        states, energies, _, _ = segment(jax.random.fold_in(key, 1000 + i), states,
+                                         KawasakiParams(), budget.flips)
+        first = energies[:, 0].mean() if first is None else first
+        last = energies[:, -1].mean()
+        if i >= num_segments // 2:
+            kept.append(energies[:, :: max(1, energies.shape[1] // 1000)])
+    variance = float(np.var(np.concatenate(kept, axis=1)))
+    return states, (variance if variance > 0 else None), (first, last)
+
+
 def run_model(name: str, budget: Budget, seed: int = 0, log=print) -> dict:
     """Burn in with Kawasaki exchanges from uniform states, then tune (or, for the expert and
     Kawasaki, just run) for ``budget.tune`` super-transitions and measure every method on
@@ -193,16 +218,10 @@ def run_model(name: str, budget: Budget, seed: int = 0, log=print) -> dict:
     key = jax.random.fold_in(jax.random.key(seed), 17)
 
     tick = time.perf_counter()
-    starts = jnp.asarray(ising.random_states(graph, budget.chains, seed + 1))
-    burned = jax.vmap(lambda x: kawasaki.init(x, target))(starts)
-    first = last = None
-    for i in range(max(1, budget.burn_in // budget.flips)):
-        burned, energies, _, _ = kawasaki_segment(jax.random.fold_in(key, 1000 + i), burned,
-                                                  KawasakiParams(), budget.flips)
-        first = energies[:, 0].mean() if first is None else first
-        last = energies[:, -1].mean()
+    burned, variance, (first, last) = burn_in(target, kawasaki_segment, key, budget, seed)
     log(f"  {name}: Kawasaki burn-in {budget.burn_in} flips/chain, mean energy {first:.1f} -> "
-        f"{last:.1f}, {time.perf_counter() - tick:.1f} s (compile included)")
+        f"{last:.1f}, energy variance {variance}, {time.perf_counter() - tick:.1f} s "
+        "(compile included)")
     states = jax.vmap(lambda x: saw.init(x, target))(burned.position)
     tuners = {"gp-hedge": hedge(box), "random": random_search(box),
               "sir-mixture": sir_mixture(box, num_settings=MIXTURE_SIZE, seed=seed)}
@@ -213,7 +232,7 @@ def run_model(name: str, budget: Budget, seed: int = 0, log=print) -> dict:
         history, setting = [], None
         if method in tuners:
             chain, tuner_state, tuning_flips, history = tune(
-                saw_segment, method_key, states, tuners[method], box.names, budget, proto)
+                saw_segment, method_key, states, tuners[method], budget, variance)
             tuner_states[method] = tuner_state
             setting = tuners[method].best(tuner_state)
             segment, params = saw_segment, saw_params(setting["walk_length"], setting["gamma"])
@@ -232,6 +251,7 @@ def run_model(name: str, budget: Budget, seed: int = 0, log=print) -> dict:
             f"{out['energy_first']:.1f} -> {out['energy_last']:.1f}  "
             f"setting {_describe(method, setting, proto)}")
     return {"results": results, "tuner_states": tuner_states, "box": box,
+            "energy_variance": variance,
             "num_sites": graph.num_sites, "distance": graph.distance, "beta": graph.beta}
 
 
@@ -398,6 +418,7 @@ def run_ising(out, quick: bool = False, force: bool = False, seed: int = 0,
         for name, model in all_results.items()
     }
     summary["budgets"] = {name: asdict(budgets[name]) for name in models}
+    summary["energy_variance"] = {name: all_results[name]["energy_variance"] for name in models}
     summary["wall_s"] = time.perf_counter() - started
     io.write_json(out / "results.json", summary)
     print(parameters, "", LITERATURE, "", table, sep="\n")
