@@ -41,7 +41,7 @@ def landscape(name: str, seed: int) -> list[dict]:
             tick = time.perf_counter()
             params = ex.saw_params(length, gamma)
             setting_key = jax.random.fold_in(key, 1000 * length + int(1000 * gamma))
-            chain, _ = ex._advance(saw_segment, setting_key, states, params, budget)
+            chain, _ = ex.advance(saw_segment, setting_key, states, params, budget)
             out = ex.measure(saw_segment, jax.random.fold_in(setting_key, 9), chain, params,
                              budget)
             rows.append({"L": length, "gamma": gamma, "tau_flips": out["tau_flips"],

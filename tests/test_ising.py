@@ -292,12 +292,27 @@ def test_bad_parameters_are_refused():
 
 
 @pytest.mark.slow
-def test_reproduce_ising_quick_writes_tables_and_figures(tmp_path):
-    """``adaptmc reproduce ising --quick`` (about 2 minutes on 2 busy cores)."""
-    from adaptmc.cli import main
+def test_reproduce_ising_quick_writes_tables_and_figures(tmp_path, monkeypatch):
+    """``adaptmc reproduce ising --quick`` (under a minute on one core). Every tuning reward
+    divides by the energy variance of its model's burn-in, recorded in ``results.json``."""
+    import json
 
+    from adaptmc.cli import main
+    from adaptmc.experiments import ising as experiment
+
+    variances = []
+
+    def recording(trace, cost, window, variance=None):
+        variances.append(variance)
+        return windowed_autocorrelation(trace, cost, window, variance)
+
+    monkeypatch.setattr(experiment, "windowed_autocorrelation", recording)
     out = tmp_path / "ising"
     assert main(["reproduce", "ising", "--quick", "--out", str(out)]) == 0
+    recorded = json.loads((out / "results.json").read_text())["energy_variance"]
+    assert all(v is not None and v > 0 for v in recorded.values())
+    tuned = 3 * experiment.QUICK["rbm"].tune  # three tuners per model, models in order
+    assert variances == [recorded[model] for model in recorded for _ in range(tuned)]
     for name in ("table.md", "parameters.md", "results.json", "acf_rbm.png",
                  "surface_spin-glass-3d.png"):
         assert (out / name).is_file(), name

@@ -239,7 +239,7 @@ def run_model(name: str, budget: Budget, seed: int = 0, log=print) -> dict:
         else:  # as many flips before measuring as the tuners spend tuning: same start
             segment, params, chain = ((kawasaki_segment, KawasakiParams(), burned)
                                       if method == "kawasaki" else (saw_segment, expert, states))
-            chain, tuning_flips = _advance(segment, method_key, chain, params, budget)
+            chain, tuning_flips = advance(segment, method_key, chain, params, budget)
         out = measure(segment, jax.random.fold_in(method_key, 9), chain, params, budget)
         out.update(tuning_flips=tuning_flips, history=history,
                    setting=None if setting is None else {k: np.asarray(v).tolist()
@@ -255,7 +255,7 @@ def run_model(name: str, budget: Budget, seed: int = 0, log=print) -> dict:
             "num_sites": graph.num_sites, "distance": graph.distance, "beta": graph.beta}
 
 
-def _advance(segment, key, states, params, budget: Budget):
+def advance(segment, key, states, params, budget: Budget):
     """``budget.tune`` unmeasured super-transitions; returns the states and flips spent."""
     spent = 0
     for i in range(budget.tune):
