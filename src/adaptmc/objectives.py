@@ -118,6 +118,30 @@ def lag_one_ess_per_grad(positions: np.ndarray, stats: dict, num_grads: int) -> 
     return float(1000.0 * np.mean(np.minimum(*factors)) / grads_per_draw)
 
 
+def tolerating_divergences(objective, max_rate: float):
+    """``objective`` that fails (NaN) only when more than ``max_rate`` of the
+    super-transition's steps diverged; below that the divergent steps count as the
+    rejections they are (the chain stayed put: zero jump, no new information), and the
+    objective is computed as if none had diverged. For kernels whose divergences are
+    numerical events of an exactly corrected step, e.g. a fixed point of the generalised
+    leapfrog that did not converge (`adaptmc.kernels.manifold`): with every divergence a
+    failure, a super-transition of ``chains x draws`` steps fails whenever the rate exceeds
+    about ``1 / (chains x draws)``, and the tuner is pushed to steps far below those the
+    fixed-step pilot accepts."""
+    if not 0.0 <= max_rate < 1.0:
+        raise ValueError(f"max_rate must be in [0, 1), got {max_rate}")
+
+    def tolerant(positions: np.ndarray, stats: dict, num_grads: int) -> float:
+        div = stats.get("is_divergent")
+        if div is not None and float(np.mean(div)) > max_rate:
+            return float("nan")
+        return objective(positions, {k: v for k, v in stats.items() if k != "is_divergent"},
+                         num_grads)
+
+    tolerant.__name__ = f"{objective.__name__}_tolerating_{max_rate:g}"
+    return tolerant
+
+
 OBJECTIVES = {
     "esjd": esjd_per_grad,
     "esjd-sqrt-l": esjd_per_sqrt_cost,

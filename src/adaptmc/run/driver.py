@@ -402,7 +402,9 @@ def _super_transitions(setup: _Setup, state: _Progress, loop, index: int, count:
         warmup = _is_warmup(setup, state, index + j)
         if adapting:
             state.tuner_state = tuner.update(
-                state.tuner_state, proposal, reward, {**summary, "positions": positions[:, j]})
+                state.tuner_state, proposal, reward,
+                {**summary, "positions": positions[:, j],
+                 "num_transitions": num_steps * setup.num_chains})
             if tuner.done is not None and tuner.done(state.tuner_state):
                 state.adapt_stop = index + 1
         values = {"reward": reward, **summary, "num_steps": num_steps,

@@ -30,6 +30,9 @@ inner facts under ``"inner"``, and `chain` applies several, innermost first::
 - `stop_when_separated` (`adaptmc.tuners.stopping`): adapt until the bandit's posterior
   bounds the reward lost by freezing its best setting within a tolerance (a UCB/LCB gap),
   then ``best`` forever, with ``done`` True so that the run freezes at once;
+- `tolerate_divergences` (`adaptmc.tuners.divergence_tolerance`): a super-transition fails
+  only when more than a fraction of its steps diverged (kernels whose divergences are rare
+  numerical events of an exactly corrected step, e.g. MSD's fixed points);
 - `switch_after_warmup` (`adaptmc.tuners.warmup`): the burn-in switch of kernels that adapt
   inside each step (``during`` until frozen, then ``after``; ``num_warmup`` wraps it in
   `freeze`).
@@ -37,6 +40,7 @@ inner facts under ``"inner"``, and `chain` applies several, innermost first::
 
 from adaptmc.tuners.base import Tuner, Wrapper, chain
 from adaptmc.tuners.box import Box, box_from_tunables, make_box, parse_box
+from adaptmc.tuners.divergence_tolerance import tolerate_divergences
 from adaptmc.tuners.fixed import fixed, grid
 from adaptmc.tuners.freeze import freeze
 from adaptmc.tuners.mass import mass_adaptation
@@ -75,4 +79,5 @@ __all__ = [
     "sir",
     "stop_when_separated",
     "switch_after_warmup",
+    "tolerate_divergences",
 ]

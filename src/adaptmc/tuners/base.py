@@ -10,7 +10,8 @@ without pickle, and restores it into the structure of ``init``'s state.
   number; the run loop uses it for the next super-transition.
 - ``update(state, proposal, reward, stats) -> state``: ``reward`` is the objective's value on
   that super-transition's draws (NaN when it diverged), ``stats`` a dict of summaries
-  (``acceptance_rate``, ``divergences``, ``num_grads``) and the draws themselves
+  (``acceptance_rate``, ``divergences``, ``num_grads``, ``num_transitions``: steps over all
+  chains) and the draws themselves
   (``positions: (chains, draws, dim)``, for tuners that estimate from them).
 - ``best(state) -> proposal``: the setting to freeze on when adaptation stops.
 - ``describe(state) -> dict`` (optional, None when absent): JSON-able facts of the tuner's
