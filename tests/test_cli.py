@@ -61,6 +61,8 @@ def test_grid_tuner_from_cli(tmp_path, capsys):
         (["--target", "gauss-2d-v1", "--kernel", "rwm", "--num-leapfrog", "3"],
          "does not apply"),
         (["--target", "gauss-2d-v1", "--objective", "nope"], "unknown objective"),
+        (["--target", "gauss-2d-v1", "--tuner", "gp-ucb", "--max-divergence-rate", "1.5"],
+         "max_divergence_rate must be in [0, 1)"),
         (["--target", "gauss-2d-v1", "--tuner", "grid", "--grid", "step_size"],
          "expected NAME=V1"),
         (["--target", "gauss-2d-v1", "--tuner", "grid", "--grid", "foo=1,2"],

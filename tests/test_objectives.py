@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from adaptmc import objectives
 
@@ -71,3 +72,20 @@ def test_lag_one_ess_credits_independent_draws_not_antithetic_or_diffusive_ones(
         ar[:, t] = 0.8 * ar[:, t - 1] + noise[:, t]
     value = objectives.lag_one_ess_per_grad(ar, stats, chains * draws)
     assert math.isclose(value, 1000.0 * 0.2 / 1.8, rel_tol=0.05), value
+
+
+def test_tolerating_divergences_fails_only_above_the_rate():
+    """One divergent step in 16 (rate 1/16): below a 0.1 tolerance the reward is the
+    objective's on the same draws with no divergence; above a 0.05 one it fails."""
+    positions = _alternating(2, 8, 1)
+    stats = {"is_divergent": np.zeros((2, 8), bool)}
+    stats["is_divergent"][1, 3] = True
+    clean = objectives.esjd_per_grad(positions, {"is_divergent": np.zeros((2, 8), bool)}, 160)
+    tolerant = objectives.tolerating_divergences(objectives.esjd_per_grad, 0.1)
+    assert tolerant(positions, stats, 160) == clean
+    assert math.isnan(objectives.tolerating_divergences(objectives.esjd_per_grad, 0.05)(
+        positions, stats, 160))
+    assert tolerant.__name__ == "esjd_per_grad_tolerating_0.1"
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="max_rate"):
+            objectives.tolerating_divergences(objectives.esjd_per_grad, bad)

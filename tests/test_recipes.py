@@ -249,3 +249,15 @@ def test_a_box_far_too_large_shrinks_until_moves_are_accepted():
     plain = plan._replace(tuner=tuners.gp_ucb(plan.box), num_super_transitions=13)
     blind = run_plan(target, plain, chains=4, seed=7, progress=False).idata
     assert float(blind.sample_stats["acceptance_rate"].mean()) == 0.0
+
+
+def test_manual_max_divergence_rate_wraps_tuner_and_objective():
+    """``max_divergence_rate`` reaches both the tuner and the reward; 0 leaves both strict."""
+    target = get_target("gauss-2d-v1")
+    strict = recipes.manual(target, tuner="gp-ucb", objective="esjd")
+    tolerant = recipes.manual(target, tuner="gp-ucb", objective="esjd", max_divergence_rate=0.1)
+    assert not strict.tuner.name.endswith("+tolerating")
+    assert strict.objective.__name__ == "esjd_per_grad"
+    assert tolerant.tuner.name == strict.tuner.name + "+tolerating"
+    assert tolerant.objective.__name__ == "esjd_per_grad_tolerating_0.1"
+    assert tolerant.options["max_divergence_rate"] == 0.1

@@ -915,3 +915,64 @@ def test_unit_snapper_gives_snap_units_values_exactly():
                        integer=("b",), log=("a", "b"))
         for u in (rng.uniform(-0.1, 1.1, (40, 3)), rng.uniform(0, 1, 3)):
             np.testing.assert_array_equal(unit_snapper(box)(u), snap_unit(box, u))
+
+
+def _recording_tuner(log: list | None = None) -> tuners.Tuner:
+    """Remembers the divergences and transitions of the last update (and appends them to
+    ``log``)."""
+
+    def update(state, proposal, reward, stats):
+        seen = [stats.get("divergences", -1), stats.get("num_transitions", -1)]
+        if log is not None:
+            log.append(seen)
+        return {"seen": np.asarray(seen)}
+
+    return tuners.Tuner(
+        "recording", ("step_size",), lambda key: {"seen": np.asarray([-1, -1])},
+        lambda key, state: ({"step_size": 0.1}, state), update,
+        lambda state: {"step_size": 0.1})
+
+
+def test_tolerate_divergences_hides_only_a_rate_at_most_max_rate():
+    tuner = tuners.tolerate_divergences(_recording_tuner(), 0.01)
+    state = tuner.init(jax.random.key(0))
+    seen = tuner.update(state, {"step_size": 0.1}, 1.0,
+                        {"divergences": 7, "num_transitions": 1000})["inner"]["seen"]
+    assert seen.tolist() == [0, 1000]
+    seen = tuner.update(state, {"step_size": 0.1}, 1.0,
+                        {"divergences": 20, "num_transitions": 1000})["inner"]["seen"]
+    assert seen.tolist() == [20, 1000]
+    seen = tuner.update(state, {"step_size": 0.1}, 1.0, {"divergences": 7})["inner"]["seen"]
+    assert seen.tolist() == [7, -1]  # without the count the strict rule stands
+    with pytest.raises(ValueError, match="max_rate"):
+        tuners.tolerate_divergences(_recording_tuner(), 1.0)
+
+
+def test_a_tolerated_divergence_does_not_shrink_the_moving_box():
+    """7 divergences in 1000 steps with a finite reward: the strict moving box shrinks below
+    the step; wrapped with a 1 % tolerance it scores and keeps its box."""
+    box = make_box({"step_size": (0.002, 0.05)}, log=("step_size",))
+
+    def moving():
+        return tuners.moving_box(lambda b, initial: tuners.gp_ucb(b, initial=initial), box)
+
+    stats = {"divergences": 7, "num_transitions": 1000, "acceptance_rate": 0.98}
+    strict = moving()
+    state = strict.update(strict.init(jax.random.key(0)), {"step_size": 0.0134}, 4e-5, stats)
+    assert float(state["upper"][0]) == pytest.approx(0.0134)
+    tolerant = tuners.tolerate_divergences(moving(), 0.01)
+    state = tolerant.update(tolerant.init(jax.random.key(0)), {"step_size": 0.0134}, 4e-5,
+                            stats)["inner"]
+    assert float(state["upper"][0]) == 0.05 and bool(state["scored"])
+
+
+def test_the_run_gives_the_tuner_its_transitions():
+    """`run` passes ``num_transitions`` (steps over all chains) with the divergences."""
+    log = []
+    result = adaptmc.run.run(
+        adaptmc.targets.correlated_2d(), adaptmc.kernels.hmc, adaptmc.kernels.HMCParams(0.1, 4),
+        num_super_transitions=2, gradient_budget=40, num_chains=3,
+        tuner=tuners.tolerate_divergences(_recording_tuner(log), 0.1),
+        objective=adaptmc.objectives.esjd_per_grad, seed=0, progress=False)
+    assert result.idata.tuning["num_steps"].values.tolist() == [10, 10]
+    assert [transitions for _, transitions in log] == [30, 30]

@@ -149,6 +149,11 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
                         help="esjd, esjd-sqrt-l, chees, ess-lag1, autocorrelation, min-ess, "
                              "or module:function for your own reward (positions, stats, "
                              "num_grads) -> float (adaptive-hmc: ess-lag1)")
+    recipe.add_argument("--max-divergence-rate", type=float, default=None,
+                        help="manual: a super-transition fails only when more than this "
+                             "fraction of its steps diverged (default 0: any divergence; "
+                             "for RMHMC/MSD, whose non-converged fixed points are rare, "
+                             "exactly rejected divergences)")
     recipe.add_argument("--adapt-mass", choices=("diag", "dense"), default=None,
                         help="estimate the inverse mass matrix during the warm-up, with the "
                              "step size; the tuner takes over after it (for adaptive-hmc and "
@@ -215,6 +220,7 @@ RECIPE_FLAGS = (
     "step_size", "num_leapfrog", "refresh_angle", "jitter", "inverse_mass",
     "super_transitions", "budget", "warmup", "adapt_until", "tuner", "grid", "box",
     "schedule", "anneal_rate", "target_accept", "objective", "adapt_mass", "mass_warmup",
+    "max_divergence_rate",
 )
 
 

@@ -222,8 +222,7 @@ def run_tuned_msd(target, cfg: Config, total_cost: float, overcount: float, seed
     divergence a failure, one non-converged fixed point in 1000 steps failed a setting,
     the box shrank below the pilot's step and the tuner froze at a quarter of it."""
     from adaptmc import api, recipes
-    from adaptmc.objectives import esjd_per_grad, tolerating_divergences
-    from adaptmc.tuners import make_box, tolerate_divergences
+    from adaptmc.tuners import make_box
 
     kernel = msd_kernel(target.info["metric"], memory=MSD_MEMORY)
     num = cfg.tuned_super_transitions
@@ -231,13 +230,12 @@ def run_tuned_msd(target, cfg: Config, total_cost: float, overcount: float, seed
     plan = recipes.manual(
         target, kernel=kernel, tuner="gp-ucb", refresh_angle=PERSISTENCE, step_size=0.01,
         box=make_box({"step_size": (0.002, 0.05)}, log=("step_size",)),
-        objective=tolerating_divergences(esjd_per_grad, MAX_PILOT_DIVERGENCE),
+        objective="esjd", max_divergence_rate=MAX_PILOT_DIVERGENCE,
         warmup=num // 3, adapt_until=(2 * num) // 3, super_transitions=num, budget=budget,
         seed=seed, name="msd-gp-ucb",
     )
     plan = plan._replace(params=plan.params._replace(max_iterations=MSD_ITERATIONS,
-                                                     tolerance=MSD_TOLERANCE),
-                         tuner=tolerate_divergences(plan.tuner, MAX_PILOT_DIVERGENCE))
+                                                     tolerance=MSD_TOLERANCE))
     flat = dataclasses.replace(target, unravel=lambda x: x, constrain=None)  # draws as "x"
     result = api.run_plan(flat, plan, chains=cfg.num_runs, seed=seed,
                           initial_positions=np.asarray(starts), progress=False)

@@ -26,6 +26,7 @@ import numpy as np
 
 from adaptmc import tuners
 from adaptmc.kernels import Kernel
+from adaptmc.objectives import tolerating_divergences
 from adaptmc.recipes.parts import (
     BANDIT_TUNERS,
     in_step_adaptation,
@@ -61,6 +62,7 @@ def manual(
     adapt_mass: str | None = None,
     mass_warmup: int | None = None,
     keep_adapting: float | None = None,
+    max_divergence_rate: float = 0.0,
     super_transitions: int = 50,
     budget: int = 1000,
     seed: int = 0,
@@ -78,8 +80,14 @@ def manual(
     ``(1 + t)^-keep_adapting``. ``adapt_mass`` (``"diag"`` or ``"dense"``) wraps the tuner
     in the mass-matrix warm-up of `adaptmc.tuners.mass` for the first ``mass_warmup``
     (default: all of ``warmup``) super-transitions; a bandit is warm-started from its
-    terminal window.
+    terminal window. ``max_divergence_rate > 0``: a super-transition fails (a NaN reward, a
+    failed arm) only when more than that fraction of its steps diverged
+    (`adaptmc.tuners.tolerate_divergences`, `adaptmc.objectives.tolerating_divergences`),
+    for kernels whose divergences are rare numerical events of an exactly corrected step
+    (RMHMC's and MSD's fixed points); 0 keeps the strict rule.
     """
+    if not 0.0 <= max_divergence_rate < 1.0:
+        raise ValueError(f"max_divergence_rate must be in [0, 1), got {max_divergence_rate}")
     kernel = kernel_from_name(kernel)
     params = kernel_params(kernel, step_size=step_size, num_leapfrog=num_leapfrog,
                            refresh_angle=refresh_angle, jitter=jitter, inverse_mass=inverse_mass)
@@ -97,8 +105,12 @@ def manual(
         made, plot_skip = with_mass_warmup(made, kernel, target.dim, params, adapt_mass,
                                             warmup, mass_warmup, inverse_mass, step_size,
                                             warm_start=tuner in BANDIT_TUNERS)
-    plan = Plan(name, kernel, params, made, objective_from_name(objective), super_transitions,
-                budget, warmup, adapt_until, bandit_box, plot_skip, options_of(locals()))
+    reward = objective_from_name(objective)
+    if max_divergence_rate:
+        made = tuners.tolerate_divergences(made, max_divergence_rate)
+        reward = None if reward is None else tolerating_divergences(reward, max_divergence_rate)
+    plan = Plan(name, kernel, params, made, reward, super_transitions, budget, warmup,
+                adapt_until, bandit_box, plot_skip, options_of(locals()))
     check_plan(plan)
     return plan
 

@@ -91,7 +91,7 @@ def options_of(scope: dict) -> dict:
     """The JSON-able options a recipe was called with (for the run's config)."""
     out = {}
     for key, value in scope.items():
-        if key in ("target", "made", "bandit_box", "params", "plot_skip"):
+        if key in ("target", "made", "bandit_box", "params", "plot_skip", "reward"):
             continue
         if isinstance(value, Kernel):
             value = value.name
