@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from adaptmc.experiments import manifold
@@ -30,3 +31,13 @@ def test_tiny_reproduction_has_every_row(tmp_path):
     report = (tmp_path / "report.md").read_text()
     assert "NUTS at the fixed MSD's cost" in report and "true function scores" in report
     assert rows["MSD (GP-UCB)"]["tuned_step_size"] > 0 and rows["NUTS"]["tuned_step_size"] > 0
+
+
+def test_within_cost_keeps_the_super_transitions_that_fit():
+    """Two chains, 5 super-transitions of 50 gradients per chain after 5 per chain before:
+    at 120 per chain the first two fit (105); the first is warm-up, so one's draws are kept;
+    a cost below the first kept one still keeps it."""
+    tuning = {"num_grads": np.full(5, 100), "num_draws": np.full(5, 10)}
+    assert manifold.within_cost(tuning, 510, 1, 2, 120.0) == (10, 210.0)
+    assert manifold.within_cost(tuning, 510, 1, 2, 10.0) == (10, 210.0)
+    assert manifold.within_cost(tuning, 510, 1, 2, 1e9) == (40, 510.0)

@@ -216,7 +216,9 @@ def run_tuned_msd(target, cfg: Config, total_cost: float, overcount: float, seed
     third of the super-transitions discarded, at about ``total_cost`` gradient-equivalents
     per chain: the run loop sizes super-transitions by the kernel's upper-bound cost, which
     exceeds the fixed MSD's measured cost by ``overcount``, so the budget is scaled by it.
-    The reward is ESJD per gradient-equivalent; a super-transition fails only when more
+    Draws past that cost are dropped (`within_cost`); the wall time is scaled by the share
+    of gradient-equivalents kept. The reward is ESJD per gradient-equivalent; a
+    super-transition fails only when more
     than ``MAX_PILOT_DIVERGENCE`` of its steps diverged, the pilot's rule
     (`objectives.tolerating_divergences`, `tuners.tolerate_divergences`): with every
     divergence a failure, one non-converged fixed point in 1000 steps failed a setting,
@@ -239,10 +241,28 @@ def run_tuned_msd(target, cfg: Config, total_cost: float, overcount: float, seed
     flat = dataclasses.replace(target, unravel=lambda x: x, constrain=None)  # draws as "x"
     result = api.run_plan(flat, plan, chains=cfg.num_runs, seed=seed,
                           initial_positions=np.asarray(starts), progress=False)
-    positions = np.asarray(result.idata.posterior["x"])
-    return {"positions": positions, "num_grads_total": result.num_grads,
-            "wall_s": result.wall_s - result.compile_s,
-            "tuned_step_size": float(np.median(np.asarray(result.params.step_size)))}
+    draws, grads = within_cost(result.idata.tuning, result.num_grads, plan.num_warmup,
+                               cfg.num_runs, total_cost)
+    positions = np.asarray(result.idata.posterior["x"])[:, :draws]
+    return {"positions": positions, "num_grads_total": grads,
+            "wall_s": (result.wall_s - result.compile_s) * grads / result.num_grads,
+            "tuned_step_size": float(np.median(np.asarray(result.params.step_size))),
+            "spent_per_run": result.num_grads / cfg.num_runs}
+
+
+def within_cost(tuning, num_grads: int, num_warmup: int, chains: int, cost: float):
+    """``(kept draws, gradient-equivalents over all chains)`` of the leading
+    super-transitions whose spending stays within ``cost`` per chain (at least the first
+    kept one): the tuned run at the fixed MSD's cost. Its super-transitions are sized by the
+    kernel's upper-bound cost, so a larger tuned step (more fixed-point iterations per step)
+    spends more than the fixed MSD; the rest of its draws are dropped. ``num_grads`` (the
+    run's total) gives the spending before the first super-transition."""
+    per_chain = np.asarray(tuning["num_grads"], float) / chains
+    before = num_grads / chains - per_chain.sum()
+    spent = before + np.cumsum(per_chain)
+    within = max(int(np.searchsorted(spent, cost, side="right")), num_warmup + 1)
+    draws = int(np.asarray(tuning["num_draws"])[num_warmup:within].sum())
+    return draws, float(chains * spent[within - 1])
 
 
 def run_nuts_runs(target, cfg: Config, seed: int, starts) -> dict:
