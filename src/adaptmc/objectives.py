@@ -127,7 +127,8 @@ def tolerating_divergences(objective, max_rate: float):
     leapfrog that did not converge (`adaptmc.kernels.manifold`): with every divergence a
     failure, a super-transition of ``chains x draws`` steps fails whenever the rate exceeds
     about ``1 / (chains x draws)``, and the tuner is pushed to steps far below those the
-    fixed-step pilot accepts."""
+    fixed-step pilot accepts. The rate is that of the draws given (with thinning, of the kept
+    steps); `adaptmc.tuners.tolerate_divergences` counts every step."""
     if not 0.0 <= max_rate < 1.0:
         raise ValueError(f"max_rate must be in [0, 1), got {max_rate}")
 
