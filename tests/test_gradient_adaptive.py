@@ -370,3 +370,12 @@ def test_riemannian_logistic_quick_reaches_its_acceptance_targets(tmp_path):
     assert rows["rmhmc"]["min_ess"] >= 200 and rows["msd"]["min_ess"] >= 200
     text = (tmp_path / "out" / "results.md").read_text()
     assert "### rmhmc against NUTS" in text and "### msd against NUTS" in text
+
+
+def test_riemannian_logistic_caravan_size_is_zero_or_one(tmp_path):
+    """``--set caravan=2`` is one clear error before any work."""
+    from adaptmc.experiments.gradient_adaptive import run_riemannian_logistic
+
+    with pytest.raises(ValueError, match="caravan=0 or 1"):
+        run_riemannian_logistic(tmp_path / "out", sizes={"caravan": "2"})
+    assert not (tmp_path / "out").exists()

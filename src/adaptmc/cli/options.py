@@ -59,8 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="replace one of the experiment's sizes (dexter: "
                             "num_super_transitions, gradient_budget, nuts_warmup, "
                             "start_steps, num_folds, tuner_burn_in; ising, for every "
-                            "model: flips, burn_in, tune, measure, chains), e.g. --set "
-                            "gradient_budget=4004")
+                            "model: flips, burn_in, tune, measure, chains; "
+                            "riemannian-logistic: num_burn, num_keep, repeats, caravan=1 "
+                            "to add the sixth set), e.g. --set gradient_budget=4004")
     repro.add_argument("--no-compile-cache", action="store_true", help=COMPILE_CACHE_HELP)
 
     bench = add("bench", help="benchmark matrix: targets x samplers x seeds")

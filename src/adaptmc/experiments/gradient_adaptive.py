@@ -324,7 +324,7 @@ RIEMANNIAN_TARGETS = tuple(t for t in TARGETS
                            if t.startswith("logistic-") and t != "logistic-caravan")
 """Five of the six logistic sets: on caravan (5822 x 86) one RMHMC iteration took 0.42 s
 and one MSD iteration 0.085 s here (each metric evaluation forms ``X^T W X``), hours per
-repeat of even a shortened protocol; ``run_protocol`` takes it when asked."""
+repeat of the full protocol; ``--set caravan=1`` adds it (with shorter lengths)."""
 RIEMANNIAN_SAMPLERS = ("rmhmc", "msd", "gadmala", "nuts")
 
 
@@ -333,16 +333,21 @@ def run_riemannian_logistic(out, quick: bool = False, force: bool = False, seed:
     """``adaptmc reproduce riemannian-logistic``: RMHMC and MSD (`RIEMANNIAN`) beside gadMALA
     and NUTS on the logistic sets (`RIEMANNIAN_TARGETS`), this experiment's protocol (issue
     16); ``sizes``
-    (``--set num_burn=, num_keep=, repeats=``) shorten it, ``quick`` runs Ripley with
-    1000 + 1000 iterations once (about a minute)."""
+    (``--set num_burn=, num_keep=, repeats=``) shorten it, ``--set caravan=1`` adds caravan
+    (0.4 s per RMHMC iteration), ``quick`` runs Ripley with 1000 + 1000 iterations once
+    (about a minute)."""
     from adaptmc.experiments import checked_sizes
 
     chosen = checked_sizes("riemannian-logistic", sizes or {},
-                           ("num_burn", "num_keep", "repeats"))
+                           ("num_burn", "num_keep", "repeats", "caravan"), ("caravan",))
+    caravan = chosen.pop("caravan", 0)
+    if caravan > 1:
+        raise ValueError("riemannian-logistic: --set caravan=0 or 1")
     lengths = ({"num_burn": 1000, "num_keep": 1000, "repeats": 1} if quick else
                {"num_burn": 20_000, "num_keep": 20_000, "repeats": 10})
     lengths.update(chosen)
     targets = ("logistic-ripley",) if quick else RIEMANNIAN_TARGETS
+    targets += ("logistic-caravan",) if caravan else ()
     run_protocol(out, targets, RIEMANNIAN_SAMPLERS, seed=seed, force=force,
                  compared=("rmhmc", "msd", "gadmala"), **lengths)
     print(f"wrote {Path(out) / 'results.md'} and results.json")
