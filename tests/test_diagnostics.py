@@ -146,3 +146,15 @@ def test_a_run_records_its_divergences_per_phase():
                       "sampling": int(divergent[~tuned].sum())}
     assert counts["tuning"] > 0 and counts["sampling"] > 0
     assert any("in the sampling phase" in w for w in json.loads(result.idata.attrs["warnings"]))
+
+
+def test_a_parameter_no_chain_moved_has_no_effective_draws():
+    """ArviZ gives a constant array the number of draws as its ESS; a sampler that rejected
+    every proposal has given no effective draw, so 0, while a moving parameter is unchanged."""
+    rng = np.random.default_rng(0)
+    x = np.ones((2, 500, 2))
+    x[0, :, 1], x[1, :, 1] = rng.normal(size=500), rng.normal(size=500)
+    x[1, :, 0] = 3.0  # each chain constant, at different values
+    moving = diagnostics.robust_ess(x[..., 1:])
+    out = diagnostics.robust_ess(x)
+    assert out[0] == 0.0 and out[1] == moving[0] > 100

@@ -18,7 +18,10 @@ with warnings.catch_warnings():
 
 
 def ess(positions: np.ndarray, method: str = "bulk") -> np.ndarray:
-    """``positions: (chains, draws, dim) -> (dim,)`` effective sample sizes."""
+    """``positions: (chains, draws, dim) -> (dim,)`` effective sample sizes. A parameter
+    that no chain moved gets 0: ArviZ returns the number of draws for a constant array (a
+    known constant), which would credit a sampler that rejected every proposal with a
+    perfect ESS."""
     positions = np.asarray(positions, dtype=float)
     if positions.shape[1] < 4:
         return np.zeros(positions.shape[-1])
@@ -27,7 +30,8 @@ def ess(positions: np.ndarray, method: str = "bulk") -> np.ndarray:
             [az.ess(positions[..., i], method=method) for i in range(positions.shape[-1])],
             dtype=float,
         )
-    return np.nan_to_num(out, nan=0.0)
+    unmoved = np.all(positions == positions[:, :1], axis=(0, 1))
+    return np.where(unmoved, 0.0, np.nan_to_num(out, nan=0.0))
 
 
 def robust_ess(positions: np.ndarray) -> np.ndarray:
