@@ -338,7 +338,8 @@ def test_a_failing_bench_cell_is_recorded_and_the_others_finish(tmp_path, monkey
         raise RuntimeError("worker ran out of patience")
 
     monkeypatch.setitem(SAMPLERS, "boom", boom)
-    config = bench.BenchConfig(num_chains=2, num_warmup=20, num_samples=40)
+    # 100 warm-up iterations: after 20, NUTS's step diverged on every draw (ESS 0)
+    config = bench.BenchConfig(num_chains=2, num_warmup=100, num_samples=40)
     cells = [bench.Cell("std-normal-10d", "boom", 0),
              bench.Cell("std-normal-10d", "blackjax-nuts", 0)]
     results = bench.run_cells(cells, config, tmp_path / "bench", retries=1)
@@ -356,7 +357,7 @@ def test_a_cached_cell_of_an_edited_target_is_computed_again(tmp_path):
 
     from adaptmc import bench
 
-    config = bench.BenchConfig(num_chains=2, num_warmup=20, num_samples=40)
+    config = bench.BenchConfig(num_chains=2, num_warmup=100, num_samples=40)
     cell = bench.Cell("std-normal-10d", "blackjax-nuts", 0)
     (tmp_path / "cells").mkdir()
     stale = {"cell": cell._asdict(), "key": cell.key, "config": asdict(config),
