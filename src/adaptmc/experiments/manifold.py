@@ -218,9 +218,8 @@ def run_tuned_msd(target, cfg: Config, total_cost: float, overcount: float, seed
     exceeds the fixed MSD's measured cost by ``overcount``, so the budget is scaled by it.
     Draws past that cost are dropped (`within_cost`); the wall time is scaled by the share
     of gradient-equivalents kept. The reward is ESJD per gradient-equivalent; a
-    super-transition fails only when more
-    than ``MAX_PILOT_DIVERGENCE`` of its steps diverged, the pilot's rule
-    (`objectives.tolerating_divergences`, `tuners.tolerate_divergences`): with every
+    super-transition fails only when more than ``MAX_PILOT_DIVERGENCE`` of its steps
+    diverged, the pilot's rule (``recipes.manual(max_divergence_rate=...)``): with every
     divergence a failure, one non-converged fixed point in 1000 steps failed a setting,
     the box shrank below the pilot's step and the tuner froze at a quarter of it."""
     from adaptmc import api, recipes
