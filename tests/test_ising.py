@@ -334,3 +334,15 @@ def test_sizes_replace_every_models_budget_and_bad_ones_are_refused(tmp_path):
         with pytest.raises(ValueError, match=match):
             experiment.run_ising(out, quick=True, sizes=sizes)
         assert not out.exists()
+
+
+def test_tau_of_chains_that_never_moved_is_the_measured_length():
+    """ESS 0 (no chain moved) gives tau = chains x flips, a lower bound; a moving trace gets
+    ``chains x flips / ESS`` with its own ESS, not floored."""
+    from adaptmc.experiments.ising import tau_in_flips
+
+    tau, ess = tau_in_flips(np.stack([np.full(100, 3.0), np.full(100, 5.0)]), 50.0)
+    assert (tau, ess) == (100.0, 0.0)
+    moving = np.random.default_rng(0).normal(size=(2, 100))
+    tau, ess = tau_in_flips(moving, 50.0)
+    assert ess > 50 and tau == 100.0 / ess

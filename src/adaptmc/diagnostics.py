@@ -30,7 +30,7 @@ def ess(positions: np.ndarray, method: str = "bulk") -> np.ndarray:
             [az.ess(positions[..., i], method=method) for i in range(positions.shape[-1])],
             dtype=float,
         )
-    unmoved = np.all(positions == positions[:, :1], axis=(0, 1))
+    unmoved = np.all(positions.max(axis=1) == positions.min(axis=1), axis=0)
     return np.where(unmoved, 0.0, np.nan_to_num(out, nan=0.0))
 
 

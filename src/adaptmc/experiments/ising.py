@@ -134,10 +134,10 @@ def energy_window(budget: Budget) -> tuple[float, float]:
 
 def tau_in_flips(energies: np.ndarray, flips_per_chain: float) -> tuple[float, float]:
     """``(tau, ess)``: flips per effective draw of the energy, ``chains x flips / ESS``,
-    with ``ESS`` floored at 1 for ``tau``: when no chain moved (ESS 0) tau is reported as
-    the whole measured length, a lower bound (`results_table` marks it unresolved)."""
+    where no chain moved (ESS 0) tau is reported as the whole measured length (ESS 1), a
+    lower bound (`results_table` marks it unresolved)."""
     ess = float(diagnostics.ess(energies[..., None])[0])
-    return energies.shape[0] * flips_per_chain / max(ess, 1.0), ess
+    return energies.shape[0] * flips_per_chain / (ess if ess > 0 else 1.0), ess
 
 
 def tune(segment, key, states, tuner, budget: Budget, variance: float | None):

@@ -245,8 +245,7 @@ def run_tuned_msd(target, cfg: Config, total_cost: float, overcount: float, seed
     positions = np.asarray(result.idata.posterior["x"])[:, :draws]
     return {"positions": positions, "num_grads_total": grads,
             "wall_s": (result.wall_s - result.compile_s) * grads / result.num_grads,
-            "tuned_step_size": float(np.median(np.asarray(result.params.step_size))),
-            "spent_per_run": result.num_grads / cfg.num_runs}
+            "tuned_step_size": float(np.median(np.asarray(result.params.step_size)))}
 
 
 def within_cost(tuning, num_grads: int, num_warmup: int, chains: int, cost: float):
