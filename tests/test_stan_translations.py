@@ -15,7 +15,7 @@ import pytest
 from jax.flatten_util import ravel_pytree
 from scipy import integrate, stats
 
-from adaptmc.datasets.posteriordb import default_posteriordb_dir, load_posterior
+from adaptmc.datasets.posteriordb import load_posterior
 from adaptmc.targets.named_draws import group_named
 from adaptmc.targets.posteriordb import reference_position
 from adaptmc.targets.stan_translations import (
@@ -25,13 +25,8 @@ from adaptmc.targets.stan_translations import (
     lotka_volterra_solution,
 )
 
-pytestmark = pytest.mark.skipif(
-    not all((default_posteriordb_dir() / name).is_dir() for name in NEW_MODELS),
-    reason="../shared/posteriordb with the new posteriors not available",
-)
-
 # (chain, draw) of the reference draws at which the log densities are compared
-POINTS = ((0, 0), (1, 17), (3, 250), (6, 511), (9, 999))
+POINTS = ((0, 0), (1, 17), (3, 25), (6, 51), (9, 99))
 
 
 def _load(name):

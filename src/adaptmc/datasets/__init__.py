@@ -1,18 +1,17 @@
-"""Data set loaders. Each takes a path and says clearly when it is absent."""
+"""Data set loaders. The data the built-in targets need ship inside the package
+(``adaptmc/data/``, each folder with its source and licence); an environment variable points
+a loader at another copy instead, and a missing file is a clear error."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+PACKAGE_DATA = Path(__file__).resolve().parents[1] / "data"
 
-def shared_dir(name: str, env: str) -> Path:
-    """``$env`` if set, else ``../shared/<name>`` beside the working directory or beside the
-    source tree (a checkout's ``shared/`` sits next to the repository)."""
+
+def data_dir(name: str, env: str) -> Path:
+    """``$env`` if set, else the copy shipped in the package (``adaptmc/data/<name>``)."""
     if os.environ.get(env):
         return Path(os.environ[env])
-    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
-        candidate = base.parent / "shared" / name
-        if candidate.is_dir():
-            return candidate
-    return Path.cwd().parent / "shared" / name
+    return PACKAGE_DATA / name

@@ -37,6 +37,7 @@ influence its inputs (tested in ``tests/test_dexter.py``).
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 from pathlib import Path
@@ -45,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from adaptmc.datasets import shared_dir
+from adaptmc.datasets import PACKAGE_DATA
 
 NUM_FEATURES = 20_000
 NUM_SELECTED = 295
@@ -54,10 +55,13 @@ NUM_CASES = {"train": 300, "valid": 300, "test": 2000}
 
 
 def default_dir() -> Path:
-    """``$ADAPTMC_DEXTER`` if set, else ``../shared/data/dexter`` (see `shared_dir`)."""
+    """``$ADAPTMC_DEXTER`` if set, else ``$ADAPTMC_DATA/dexter``, else the copy shipped with
+    adaptmc (``adaptmc/data/dexter``, the data files gzipped)."""
     if os.environ.get("ADAPTMC_DEXTER"):
         return Path(os.environ["ADAPTMC_DEXTER"])
-    return shared_dir("data", "ADAPTMC_DATA") / "dexter"
+    if os.environ.get("ADAPTMC_DATA"):
+        return Path(os.environ["ADAPTMC_DATA"]) / "dexter"
+    return PACKAGE_DATA / "dexter"
 
 
 class DexterSplit(NamedTuple):
@@ -75,6 +79,10 @@ class Dexter(NamedTuple):
 
 
 def _require(path: Path) -> Path:
+    """``path``, or its gzipped copy ``path.gz`` (as shipped), or a clear error."""
+    gzipped = path.with_name(path.name + ".gz")
+    if not path.is_file() and gzipped.is_file():
+        return gzipped
     if not path.is_file():
         raise FileNotFoundError(
             f"Dexter file {path} is missing. Expected dexter_train.data, dexter_train.labels, "
@@ -89,7 +97,8 @@ def read_sparse(path: str | os.PathLike, num_features: int = NUM_FEATURES) -> sp
     """Parse ``column:value`` lines (1-based columns) into a CSR matrix ``(lines, num_features)``;
     an empty line is a case with no non-zero feature."""
     indptr, indices, values = [0], [], []
-    with open(_require(Path(path))) as handle:
+    source = _require(Path(path))
+    with (gzip.open(source, "rt") if source.suffix == ".gz" else open(source)) as handle:
         for number, line in enumerate(handle, start=1):
             for item in line.split():
                 column, _, value = item.partition(":")
@@ -139,8 +148,8 @@ def load_dexter(directory: str | os.PathLike | None = None, check: bool = True) 
     directory = Path(directory) if directory is not None else default_dir()
     if not directory.is_dir():
         raise FileNotFoundError(
-            f"Dexter folder {directory} not found (set ADAPTMC_DEXTER or put the UCI 'Dexter' "
-            "files in ../shared/data/dexter)."
+            f"Dexter folder {directory} not found (set ADAPTMC_DEXTER to a folder holding the "
+            "UCI 'Dexter' files)."
         )
     param = read_param(directory / "dexter.param") if check else None
     splits = {}

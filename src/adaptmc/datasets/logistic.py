@@ -13,14 +13,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from adaptmc.datasets import shared_dir
+from adaptmc.datasets import PACKAGE_DATA
 
 LOGISTIC_SETS = ("australian", "german", "heart", "pima", "ripley", "caravan")
 
 
 def default_data_dir() -> Path:
-    """``$ADAPTMC_DATA`` if set, else ``../shared/data`` (see `shared_dir`)."""
-    return shared_dir("data", "ADAPTMC_DATA")
+    """``$ADAPTMC_DATA`` if set, else the copy shipped with adaptmc (``adaptmc/data``)."""
+    return Path(os.environ["ADAPTMC_DATA"]) if os.environ.get("ADAPTMC_DATA") else PACKAGE_DATA
 
 
 class LogisticData(NamedTuple):
@@ -33,7 +33,7 @@ class LogisticData(NamedTuple):
 
 
 def load_logistic(name_or_path: str | os.PathLike, standardise: bool = True) -> LogisticData:
-    """Load a logistic-regression set by name (from the shared data folder) or by path.
+    """Load a logistic-regression set by name (from `default_data_dir`) or by path.
 
     Inputs are standardised to zero mean and unit variance (Girolami & Calderhead 2011,
     Sec. 7) and an intercept column is prepended. Labels are mapped to {0, 1}.

@@ -1,4 +1,4 @@
-"""posteriordb posteriors read in place from a folder per posterior.
+"""posteriordb posteriors, one folder per posterior.
 
 A posterior folder (Magnusson et al. 2024, "posteriordb: testing, benchmarking and
 developing Bayesian inference algorithms", https://github.com/stan-dev/posteriordb) holds:
@@ -9,8 +9,11 @@ developing Bayesian inference algorithms", https://github.com/stan-dev/posterior
 - ``mean_value.json``: ``names``, ``mean_value`` and ``mcse_mean`` of those draws;
 - ``model.stan`` and ``posterior.json``: the model code and metadata.
 
-`load_posterior` takes a posterior's name (looked up in `default_posteriordb_dir`) or the
-folder's path and returns a `Posterior`.
+The copies shipped with adaptmc (``adaptmc/data/posteriordb``, made by
+``scripts/vendor_posteriordb.py``) keep every tenth reference draw and add
+``reference_sd.json``, the sd of all published draws; a posterior published with moments only
+has ``mean_squared_value.json`` and no draws. `load_posterior` takes a posterior's name
+(looked up in `default_posteriordb_dir`) or the folder's path and returns a `Posterior`.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from adaptmc.datasets import shared_dir
+from adaptmc.datasets import data_dir
 
 POSTERIORS = (
     "eight_schools-eight_schools_noncentered",
@@ -41,8 +44,8 @@ POSTERIORS = (
 
 
 def default_posteriordb_dir() -> Path:
-    """``$ADAPTMC_POSTERIORDB`` if set, else ``../shared/posteriordb`` (see `shared_dir`)."""
-    return shared_dir("posteriordb", "ADAPTMC_POSTERIORDB")
+    """``$ADAPTMC_POSTERIORDB`` if set, else the copy shipped with adaptmc."""
+    return data_dir("posteriordb", "ADAPTMC_POSTERIORDB")
 
 
 class Posterior(NamedTuple):
@@ -55,11 +58,16 @@ class Posterior(NamedTuple):
     data
         The Stan data: lists become float or int NumPy arrays, scalars stay Python numbers.
     reference_draws
-        Parameter name (``"theta[1]"``) -> ``(chains, draws)`` array, in the file's order.
+        Parameter name (``"theta[1]"``) -> ``(chains, draws)`` array, in the file's order;
+        empty for a posterior published with moments only.
     reference_mean
         Parameter name -> mean of the reference draws as published in ``mean_value.json``.
     reference_mcse
         Parameter name -> Monte Carlo standard error of that mean.
+    reference_sd
+        Parameter name -> standard deviation of all published reference draws (chains pooled):
+        ``reference_sd.json`` where the folder has it (the shipped copies, whose draws are
+        thinned), else from the draws, else from ``mean_squared_value.json``.
     model_code
         The Stan program.
     path
@@ -71,13 +79,9 @@ class Posterior(NamedTuple):
     reference_draws: dict[str, np.ndarray]
     reference_mean: dict[str, float]
     reference_mcse: dict[str, float]
+    reference_sd: dict[str, float]
     model_code: str
     path: Path
-
-    @property
-    def reference_sd(self) -> dict[str, float]:
-        """Parameter name -> standard deviation of all reference draws (chains pooled)."""
-        return {k: float(np.std(v, ddof=1)) for k, v in self.reference_draws.items()}
 
 
 def posterior_dir(name_or_path: str | os.PathLike) -> Path:
@@ -112,38 +116,60 @@ def _as_array(value):
     return value
 
 
+def _read_json(path: Path):
+    if not path.is_file():
+        raise FileNotFoundError(f"posteriordb file {str(path)!r} not found")
+    return json.loads(path.read_text())
+
+
+def _read_reference_draws(path: Path) -> dict[str, np.ndarray]:
+    """``{name: (chains, draws)}`` from ``reference_draws.json.zip``; ``{}`` if absent."""
+    if not (path / "reference_draws.json.zip").is_file():
+        return {}
+    chains = _read_zipped_json(path / "reference_draws.json.zip")
+    if not isinstance(chains, list) or not chains or not isinstance(chains[0], dict):
+        raise ValueError(f"{path}/reference_draws.json.zip: expected a list of per-chain dicts")
+    try:
+        return {k: np.asarray([chain[k] for chain in chains], dtype=float) for k in chains[0]}
+    except (KeyError, ValueError) as err:
+        raise ValueError(f"{path}: chains of the reference draws disagree ({err})") from err
+
+
+def _reference_sd(path: Path, draws: dict, means: dict) -> dict[str, float]:
+    if (path / "reference_sd.json").is_file():
+        table = _read_json(path / "reference_sd.json")
+        return dict(zip(table["names"], map(float, table["sd"]), strict=True))
+    if draws:
+        return {k: float(np.std(v, ddof=1)) for k, v in draws.items()}
+    squares = _read_json(path / "mean_squared_value.json")
+    second = dict(zip(squares["names"], squares["mean_squared_value"], strict=True))
+    return {k: float(np.sqrt(max(second[k] - means[k] ** 2, 0.0))) for k in means}
+
+
 def load_posterior(name_or_path: str | os.PathLike) -> Posterior:
-    """Read a posterior folder: data, reference draws and reference means.
+    """Read a posterior folder: data, reference draws (if published) and reference moments.
 
     Raises `FileNotFoundError` naming the missing folder or file, and `ValueError` when the
     reference draws are ragged or disagree with ``mean_value.json`` on parameter names.
     """
     path = posterior_dir(name_or_path)
     data = {k: _as_array(v) for k, v in _read_zipped_json(path / "data.json.zip").items()}
-    chains = _read_zipped_json(path / "reference_draws.json.zip")
-    if not isinstance(chains, list) or not chains or not isinstance(chains[0], dict):
-        raise ValueError(f"{path}/reference_draws.json.zip: expected a list of per-chain dicts")
-    names = list(chains[0])
-    try:
-        draws = {k: np.asarray([chain[k] for chain in chains], dtype=float) for k in names}
-    except (KeyError, ValueError) as err:
-        raise ValueError(f"{path}: chains of the reference draws disagree ({err})") from err
-    mean_path = path / "mean_value.json"
-    if not mean_path.is_file():
-        raise FileNotFoundError(f"posteriordb file {str(mean_path)!r} not found")
-    means = json.loads(mean_path.read_text())
-    if sorted(means["names"]) != sorted(names):
+    draws = _read_reference_draws(path)
+    means = _read_json(path / "mean_value.json")
+    if draws and sorted(means["names"]) != sorted(draws):
         raise ValueError(
             f"{path}: mean_value.json names {means['names']} differ from the reference draws' "
-            f"{names}"
+            f"{list(draws)}"
         )
+    mean = dict(zip(means["names"], map(float, means["mean_value"]), strict=True))
     code_path = path / "model.stan"
     return Posterior(
         name=path.name,
         data=data,
         reference_draws=draws,
-        reference_mean=dict(zip(means["names"], map(float, means["mean_value"]), strict=True)),
+        reference_mean=mean,
         reference_mcse=dict(zip(means["names"], map(float, means["mcse_mean"]), strict=True)),
+        reference_sd=_reference_sd(path, draws, mean),
         model_code=code_path.read_text() if code_path.is_file() else "",
         path=path,
     )

@@ -452,8 +452,9 @@ def posteriordb_target(name_or_path: str) -> Target:
 
 def posterior_reference(posterior: Posterior) -> Reference:
     """The published reference of ``posterior`` as a `Reference` in the reference draws'
-    order: means and MCSEs of ``mean_value.json``, sds of the pooled reference draws."""
-    names = tuple(posterior.reference_draws)
+    order (``mean_value.json``'s for a posterior published with moments only): means and
+    MCSEs of ``mean_value.json``, sds of all the published reference draws."""
+    names = tuple(posterior.reference_draws or posterior.reference_mean)
     sd = posterior.reference_sd
     return Reference(names, np.array([posterior.reference_mean[n] for n in names]),
                      np.array([sd[n] for n in names]),
