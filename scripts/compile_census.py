@@ -16,9 +16,9 @@ import time
 
 import jax._src.compiler as jax_compiler
 
-from adaptmc.bench.config import BenchConfig
-from adaptmc.bench.samplers import recipe_sampler
 from adaptmc.targets import get_target
+from adaptmc_lab.bench.config import BenchConfig
+from adaptmc_lab.bench.samplers import recipe_sampler
 
 SHOWN = 6
 

@@ -1,7 +1,7 @@
 """The integrated autocorrelation time of the energy over a grid of ``(L, gamma)``: where the
 tuners' choices sit against the settings they could have chosen.
 
-Protocol of `adaptmc.experiments.ising.run_model` for one model and seed: the same Kawasaki
+Protocol of `adaptmc_lab.experiments.ising.run_model` for one model and seed: the same Kawasaki
 burn-in, then for every setting of the grid as many unmeasured super-transitions as the
 tuners spend tuning (as the expert does), then ``measure`` super-transitions measured; tau
 in flips per effective draw of the energy (chains pooled, bulk ESS), with its ESS.
@@ -18,9 +18,9 @@ from dataclasses import replace
 
 import jax
 
-from adaptmc.experiments import ising as ex
 from adaptmc.kernels.discrete import kawasaki, saw
-from adaptmc.models import ising
+from adaptmc_lab.experiments import ising as ex
+from adaptmc_lab.models import ising
 
 LENGTHS = (1, 4, 12, 25)
 GAMMAS = (0.3, 0.5, 0.7)

@@ -1,6 +1,6 @@
 """Cost of one MSD iteration on the robot-arm network (issue 16): where the wall time goes.
 
-Zlochin & Baram's robot-arm network (`adaptmc.models.metric_models.robot_arm_bnn_target`,
+Zlochin & Baram's robot-arm network (`adaptmc_lab.models.metric_models.robot_arm_bnn_target`,
 seed 0, ``2 -> 8 tanh -> 2``, beta 400, alpha 1, Gauss-Newton metric) from the starts of
 `adaptmc reproduce manifold` (`adam_starts`). Two parts:
 
@@ -35,7 +35,6 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from adaptmc.experiments.manifold import adam_starts  # noqa: E402
 from adaptmc.kernels import HMCParams, MSDParams, hmc, msd_kernel  # noqa: E402
 from adaptmc.kernels.integrators import (  # noqa: E402
     IntegratorState,
@@ -43,7 +42,8 @@ from adaptmc.kernels.integrators import (  # noqa: E402
     generalized_leapfrog,
     metric_terms,
 )
-from adaptmc.models.metric_models import robot_arm_bnn_target  # noqa: E402
+from adaptmc_lab.experiments.manifold import adam_starts  # noqa: E402
+from adaptmc_lab.models.metric_models import robot_arm_bnn_target  # noqa: E402
 
 PERSISTENCE = math.acos(0.95)
 REPEATS = 3  # chain runs timed per setting: the minimum wall and CPU time are reported

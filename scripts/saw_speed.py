@@ -13,9 +13,9 @@ import time
 import jax
 import jax.numpy as jnp
 
-from adaptmc.experiments import ising as ex
 from adaptmc.kernels.discrete import saw
-from adaptmc.models import ising
+from adaptmc_lab.experiments import ising as ex
+from adaptmc_lab.models import ising
 
 jax.config.update("jax_enable_x64", True)
 

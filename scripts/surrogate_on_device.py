@@ -31,8 +31,6 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.stats import qmc
 
-from adaptmc.bench.config import BenchConfig
-from adaptmc.bench.samplers import recipe_sampler
 from adaptmc.targets import get_target
 from adaptmc.tuners import acquisition as acq
 from adaptmc.tuners import policies, stopping
@@ -41,6 +39,8 @@ from adaptmc.tuners.box import to_unit
 from adaptmc.tuners.gp import gp_fit, gp_predict, unique_points
 from adaptmc.tuners.optimise import direct_maximise
 from adaptmc.tuners.surrogate import GPConfig, normalise_rewards
+from adaptmc_lab.bench.config import BenchConfig
+from adaptmc_lab.bench.samplers import recipe_sampler
 
 CANDIDATES = 1024
 CONFIG = GPConfig()  # the recipe's GP hyperparameters

@@ -14,9 +14,9 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from adaptmc.bench.config import BenchConfig  # noqa: E402
-from adaptmc.bench.samplers import SAMPLERS  # noqa: E402
 from adaptmc.targets import get_target  # noqa: E402
+from adaptmc_lab.bench.config import BenchConfig  # noqa: E402
+from adaptmc_lab.bench.samplers import SAMPLERS  # noqa: E402
 
 
 def main(names):

@@ -95,17 +95,6 @@ def test_unknown_option_is_refused(capsys):
     assert "unrecognized arguments: --bogus" in capsys.readouterr().err
 
 
-def test_every_experiment_resolves_to_a_function():
-    import inspect
-
-    from adaptmc.experiments import EXPERIMENTS
-    from adaptmc.spec import load_object
-
-    for name, spec in EXPERIMENTS.items():
-        params = inspect.signature(load_object(spec, "experiment")).parameters
-        assert {"out", "quick", "force", "seed"} <= set(params), name
-
-
 def test_bad_module_function_specs_are_clear_errors():
     from adaptmc.spec import load_object
 
@@ -209,30 +198,3 @@ def test_bad_init_gives_one_clear_error_and_writes_nothing(tmp_path, capsys, con
     assert message in err and err.count("error:") == 1
     assert not out.exists()
 
-
-@pytest.mark.parametrize("args, message", [
-    (["dexter", "--set", "foo=1"], "not a size"),
-    (["dexter", "--set", "gradient_budget=0.5"], "expected a positive integer"),
-    (["dexter", "--set", "gradient_budget"], "expected NAME=VALUE"),
-    (["hmc-cost", "--set", "num_steps=10"], "takes no --set sizes"),
-])
-def test_reproduce_sizes_are_checked_before_anything_is_written(tmp_path, capsys, args,
-                                                                message):
-    out = tmp_path / "never"
-    code = main(["reproduce", *args, "--out", str(out), "--no-compile-cache"])
-    err = capsys.readouterr().err
-    assert code == 2 and message in err and err.count("error:") == 1
-    assert not out.exists()
-
-
-def test_reproduce_sizes_replace_the_dexter_config(monkeypatch, tmp_path):
-    """``--set`` fields land in the configuration the experiment runs."""
-    from adaptmc.experiments import dexter
-
-    seen = {}
-    monkeypatch.setattr(dexter, "run_experiment",
-                        lambda config, seed, out: seen.update(config=config) or {"table": ""})
-    code = main(["reproduce", "dexter", "--quick", "--set", "num_super_transitions=7", "--set",
-                 "gradient_budget=123", "--out", str(tmp_path / "d"), "--no-compile-cache"])
-    assert code == 0
-    assert seen["config"] == dexter.QUICK._replace(num_super_transitions=7, gradient_budget=123)

@@ -245,7 +245,7 @@ def test_bad_params_raise(params, match):
 
 
 def test_experiment_table_has_ratio_to_nuts_and_literature_rows():
-    from adaptmc.experiments.gradient_adaptive import markdown_table
+    from adaptmc_lab.experiments.gradient_adaptive import markdown_table
 
     row = {"time_s": 2.0, "acceptance": 0.55, "min_ess": 1000.0, "median_ess": 1500.0,
            "max_ess": 2000.0, "min_ess_per_s": 500.0, "min_ess_per_1000_grads": 25.0}
@@ -260,8 +260,8 @@ def test_experiment_samplers_are_manual_recipes_adapting_during_burn_in():
     """Every sampler of the comparison is a plan of the manual recipe: step 0.1, adapting
     inside every step for the burn-in super-transitions, then frozen; the budget makes a
     super-transition exactly ``gcd(burn, keep)`` burn-in iterations."""
-    from adaptmc.experiments.gradient_adaptive import make_plan
     from adaptmc.recipes import Plan
+    from adaptmc_lab.experiments.gradient_adaptive import make_plan
 
     target = correlated_2d(1.0)
     hmc20 = make_plan("hmc-20", target, 2000, 3000)
@@ -282,7 +282,7 @@ def test_experiment_measure_runs_a_recipe_and_counts_every_gradient():
     """``measure`` on a short gadMALA run: the kept draws are ``num_keep`` iterations of one
     chain, the gradients count burn-in and kept steps, ESS is the robust one (never above
     the bulk-ESS) and finite."""
-    from adaptmc.experiments.gradient_adaptive import measure
+    from adaptmc_lab.experiments.gradient_adaptive import measure
 
     jax.config.update("jax_enable_x64", True)
     row = measure(correlated_2d(1.0), "gadmala", 400, 400, 1, seed=0)
@@ -329,8 +329,8 @@ def test_riemannian_samplers_dual_average_their_step_on_the_logistic_fisher_metr
     super-transitions: RMHMC fixed at ``L = 6``, ``eps L = pi / 2``; MSD with a
     dual-averaging tuner during burn-in, then frozen; anything but a logistic set is refused
     with one message."""
-    from adaptmc.experiments import gradient_adaptive as ga
     from adaptmc.targets import get_target
+    from adaptmc_lab.experiments import gradient_adaptive as ga
 
     plain = get_target("logistic-ripley")
     with_metric = ga.metric_target("logistic-ripley")
@@ -358,7 +358,7 @@ def test_riemannian_logistic_quick_reaches_its_acceptance_targets(tmp_path):
     tables compare each with NUTS."""
     import json
 
-    from adaptmc.experiments.gradient_adaptive import run_riemannian_logistic
+    from adaptmc_lab.experiments.gradient_adaptive import run_riemannian_logistic
 
     jax.config.update("jax_enable_x64", True)
     assert run_riemannian_logistic(tmp_path / "out", quick=True) == 0
@@ -374,7 +374,7 @@ def test_riemannian_logistic_quick_reaches_its_acceptance_targets(tmp_path):
 
 def test_riemannian_logistic_caravan_size_is_zero_or_one(tmp_path):
     """``--set caravan=2`` is one clear error before any work."""
-    from adaptmc.experiments.gradient_adaptive import run_riemannian_logistic
+    from adaptmc_lab.experiments.gradient_adaptive import run_riemannian_logistic
 
     with pytest.raises(ValueError, match="caravan=0 or 1"):
         run_riemannian_logistic(tmp_path / "out", sizes={"caravan": "2"})

@@ -18,11 +18,11 @@ from adaptmc.kernels import (
     mala,
     rwm,
 )
-from adaptmc.models.bnn_hmc import bnn_hmc
 from adaptmc.recipes import hmc_box
 from adaptmc.run import run
 from adaptmc.targets import correlated_2d, gaussian, neal_100d
 from adaptmc.tuners.box import box_from_tunables
+from adaptmc_lab.models.bnn_hmc import bnn_hmc
 from helpers import moment_z_scores
 
 NUM_EXACT = 20_000

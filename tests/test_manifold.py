@@ -17,9 +17,9 @@ from adaptmc.kernels.integrators import (
     metric_terms,
 )
 from adaptmc.kernels.metrics import gauss_newton_metric, user_metric
-from adaptmc.models.bnn import MLPSpec
-from adaptmc.models.metric_models import bnn_metric_target, logistic_metric_target
 from adaptmc.targets.base import make_target
+from adaptmc_lab.models.bnn import MLPSpec
+from adaptmc_lab.models.metric_models import bnn_metric_target, logistic_metric_target
 from helpers import moment_z_scores
 
 CURVATURE = 0.5
@@ -127,7 +127,7 @@ def test_gauss_newton_metric_matches_explicit_jacobian():
     metric = target.info["metric"]
     q = target.initial_position
     model = target.info["bnn"]
-    from adaptmc.models.metric_models import bnn_output
+    from adaptmc_lab.models.metric_models import bnn_output
 
     output = bnn_output(model)
     jac = jax.jit(jax.jacfwd(lambda w: jax.vmap(lambda xi: output(w, xi))(x).reshape(-1)))(q)

@@ -17,8 +17,8 @@ from adaptmc.kernels.integrators import (
     metric_force,
     metric_terms,
 )
-from adaptmc.models.bnn import MLPSpec
-from adaptmc.models.metric_models import bnn_metric_target
+from adaptmc_lab.models.bnn import MLPSpec
+from adaptmc_lab.models.metric_models import bnn_metric_target
 from helpers import moment_z_scores
 from test_manifold import COV, CURVATURE, _banana, _banana_draws, _gaussian, _run_chains
 

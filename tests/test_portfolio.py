@@ -77,9 +77,9 @@ def test_the_bench_row_makes_the_draws_of_the_command_line(tmp_path):
     same trials, same winner)."""
     import arviz as az
 
-    from adaptmc import bench
-    from adaptmc.bench.samplers import SAMPLERS, recipe_options
     from adaptmc.cli import main
+    from adaptmc_lab import bench
+    from adaptmc_lab.bench.samplers import SAMPLERS, recipe_options
 
     config = bench.BenchConfig(num_chains=2, num_warmup=150, num_samples=80)
     name = "pdb-eight_schools-eight_schools_noncentered"

@@ -78,13 +78,15 @@ def test_reproduce_force_refuses_a_foreign_folder(tmp_path, capsys):
     out = tmp_path / "fig"
     out.mkdir()
     (out / "draft.docx").write_text("x")
-    code = main(["reproduce", "hmc-sensitivity", "--quick", "--out", str(out), "--force"])
+    from adaptmc_lab.cli import main as lab_main
+
+    code = lab_main(["reproduce", "hmc-sensitivity", "--quick", "--out", str(out), "--force"])
     assert code == 2 and "not written by adaptmc" in capsys.readouterr().err
     assert (out / "draft.docx").exists()
 
 
 def test_bench_refuses_an_out_folder_with_foreign_files(tmp_path):
-    from adaptmc.bench.distributed import open_bench_dir
+    from adaptmc_lab.bench.distributed import open_bench_dir
 
     out = tmp_path / "mine"
     out.mkdir()
@@ -331,8 +333,8 @@ def test_the_draw_buffer_cap_holds_after_rounding():
 # 7. a failing bench cell is recorded; caches know the target's definition ----------------
 
 def test_a_failing_bench_cell_is_recorded_and_the_others_finish(tmp_path, monkeypatch):
-    from adaptmc import bench
-    from adaptmc.bench.samplers import SAMPLERS
+    from adaptmc_lab import bench
+    from adaptmc_lab.bench.samplers import SAMPLERS
 
     def boom(target, seed, config):
         raise RuntimeError("worker ran out of patience")
@@ -355,7 +357,7 @@ def test_a_failing_bench_cell_is_recorded_and_the_others_finish(tmp_path, monkey
 def test_a_cached_cell_of_an_edited_target_is_computed_again(tmp_path):
     from dataclasses import asdict
 
-    from adaptmc import bench
+    from adaptmc_lab import bench
 
     config = bench.BenchConfig(num_chains=2, num_warmup=100, num_samples=40)
     cell = bench.Cell("std-normal-10d", "blackjax-nuts", 0)
@@ -374,8 +376,8 @@ def test_a_cached_cell_of_an_edited_target_is_computed_again(tmp_path):
 def test_a_cached_reference_of_an_edited_target_is_not_reused(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from adaptmc.bench import references
     from adaptmc.targets import gaussian
+    from adaptmc_lab.bench import references
 
     def exact_draws(target, seed, *, num_chains, num_warmup, num_draws):
         """Exact draws in place of the NUTS run (two compilations of NUTS, 15 s): what is
@@ -386,7 +388,7 @@ def test_a_cached_reference_of_an_edited_target_is_not_reused(tmp_path, monkeypa
         draws = target.info["mean"] + sd * rng.standard_normal((num_chains, num_draws, 2))
         return SimpleNamespace(positions=draws)
 
-    monkeypatch.setattr("adaptmc.baselines.nuts", exact_draws)
+    monkeypatch.setattr("adaptmc_lab.baselines.nuts", exact_draws)
     kwargs = dict(num_chains=4, num_warmup=200, num_draws=500, seed=1, directory=tmp_path)
     first = references.nuts_reference(gaussian(np.zeros(2), np.ones(2), name="g"), **kwargs)
     edited = references.nuts_reference(gaussian(np.full(2, 3.0), np.ones(2), name="g"),

@@ -14,9 +14,9 @@ from jax.flatten_util import ravel_pytree
 
 jax.config.update("jax_enable_x64", True)
 
-from adaptmc.datasets import robot_arm  # noqa: E402
-from adaptmc.models import bnn, cv  # noqa: E402
-from adaptmc.models.bnn_hmc import BNNHMCParams, init, step  # noqa: E402
+from adaptmc_lab.datasets import robot_arm  # noqa: E402
+from adaptmc_lab.models import bnn, cv  # noqa: E402
+from adaptmc_lab.models.bnn_hmc import BNNHMCParams, init, step  # noqa: E402
 
 
 def one_case(name, spec, x, y) -> dict:

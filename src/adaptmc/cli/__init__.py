@@ -1,4 +1,4 @@
-"""Command line: ``adaptmc sample``, ``resume``, ``summary``, ``reproduce``, ``bench``.
+"""Command line: ``adaptmc sample``, ``resume``, ``summary``, ``targets``.
 
 From the command line to a kernel step: `cmd_sample` parses the options, builds the named
 recipe's `adaptmc.recipes.Plan` (`adaptmc.recipes.build`) and runs it (`adaptmc.api.run_plan`,
@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from adaptmc.cli.options import build_parser, parse_items, recipe_options
+from adaptmc.cli.options import build_parser, recipe_options
 
 __all__ = ["build_parser", "main", "recipe_options"]
 
@@ -167,50 +167,11 @@ def cmd_targets(args) -> int:
     return 0
 
 
-def cmd_reproduce(args) -> int:
-    from adaptmc.experiments import run_experiment
-
-    if not args.no_compile_cache:
-        from adaptmc.compile_cache import use_compile_cache
-
-        use_compile_cache()
-    out = args.out or f"runs/{args.experiment}"
-    sizes = parse_items(args.set, "--set", "NAME=VALUE", float) if args.set else None
-    return run_experiment(args.experiment, out, quick=args.quick, force=args.force,
-                          seed=args.seed, sizes=sizes)
-
-
-def cmd_bench(args) -> int:
-    import dataclasses
-    import shlex
-
-    from adaptmc import bench
-
-    config = bench.QUICK_CONFIG if args.quick else bench.BenchConfig()
-    if args.budget is not None:
-        config = dataclasses.replace(config, num_samples=args.budget,
-                                     num_warmup=max(10, args.budget // 2))
-    if args.chains is not None:
-        config = dataclasses.replace(config, num_chains=args.chains)
-    targets = (args.targets.split(",") if args.targets else
-               list(bench.QUICK_TARGETS if args.quick else bench.DEFAULT_TARGETS))
-    samplers = (args.samplers.split(",") if args.samplers else
-                list(bench.QUICK_SAMPLERS if args.quick else bench.DEFAULT_SAMPLERS))
-    seeds = args.seeds if args.seeds is not None else (1 if args.quick else 2)
-    command = "adaptmc " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    bench.run_bench(targets, samplers, seeds, config, args.out, dask_address=args.dask,
-                    workers=args.workers, force=args.force, command=command)
-    print((Path(args.out) / "results.md").read_text())
-    return 0
-
-
 COMMANDS = {
     "sample": cmd_sample,
     "resume": cmd_resume,
     "summary": cmd_summary,
     "targets": cmd_targets,
-    "reproduce": cmd_reproduce,
-    "bench": cmd_bench,
 }
 
 

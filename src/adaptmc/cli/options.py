@@ -45,51 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("targets", help="list the built-in targets")
 
-    from adaptmc.experiments import EXPERIMENTS
-
-    repro = add("reproduce", help="re-run the protocol of a published experiment (the "
-                "literature's rows printed beside the measured ones, with the difference; "
-                "deviations from the sources: BENCHMARKS.md)")
-    repro.add_argument("experiment", choices=sorted(EXPERIMENTS))
-    repro.add_argument("--out", default=None, help="output folder (default runs/<experiment>)")
-    repro.add_argument("--quick", action="store_true", help="a small version for CI and demos")
-    repro.add_argument("--force", action="store_true", help="overwrite the output folder")
-    repro.add_argument("--seed", type=int, default=0)
-    repro.add_argument("--set", action="append", default=None, metavar="NAME=VALUE",
-                       help="replace one of the experiment's sizes (dexter: "
-                            "num_super_transitions, gradient_budget, nuts_warmup, "
-                            "start_steps, num_folds, tuner_burn_in; ising, for every "
-                            "model: flips, burn_in, tune, measure, chains; "
-                            "riemannian-logistic: num_burn, num_keep, repeats, caravan=1 "
-                            "to add the sixth set), e.g. --set gradient_budget=4004")
-    repro.add_argument("--no-compile-cache", action="store_true", help=COMPILE_CACHE_HELP)
-
-    bench = add("bench", help="benchmark matrix: targets x samplers x seeds")
-    add_bench_arguments(bench)
     return parser
-
-
-def add_bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--targets", default=None,
-                   help="comma-separated targets (default: the eleven posteriordb posteriors, "
-                        "Gaussians, funnel, logistic-german, bnn-robot-arm)")
-    p.add_argument("--samplers", default=None,
-                   help="comma-separated samplers (default: adaptmc-adaptive-hmc, "
-                        "adaptmc-gadmala, blackjax-nuts; also -adaptive-hmc-parametric, "
-                        "-hedge, -sir, adaptmc-bandit-hmc, -hmc-da, -hmc-grid, numpyro-nuts)")
-    p.add_argument("--seeds", type=int, default=None, help="seeds per (target, sampler)")
-    p.add_argument("--budget", type=int, default=None,
-                   help="sampling draws per chain (warm-up: half as many)")
-    p.add_argument("--chains", type=int, default=None, help="chains per cell (default 4)")
-    p.add_argument("--out", default="runs/bench", help="output folder")
-    p.add_argument("--force", action="store_true", help="recompute cells already in --out")
-    p.add_argument("--dask", default=None, metavar="ADDRESS",
-                   help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
-    p.add_argument("--workers", type=int, default=0,
-                   help="local Dask worker processes (0: auto, a local cluster for >= 4 "
-                        "cells; 1: serial)")
-    p.add_argument("--quick", action="store_true",
-                   help="3 targets x 2 samplers x 1 seed, short chains (a couple of minutes)")
 
 
 def add_sample_arguments(p: argparse.ArgumentParser) -> None:

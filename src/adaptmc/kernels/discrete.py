@@ -6,7 +6,7 @@ The target is ``pi(x) ∝ exp(-beta E(x))`` on ``x in {0, 1}^M`` with
 ``S_n(c) = {x : |x - c|_1 = n}``, the states at Hamming distance ``n`` from a reference ``c``
 (a conserved order parameter; Hamze & de Freitas 2010, Sec. 2). The couplings are a
 `SpinGraph` of padded neighbour lists, so memory is O(M x degree). A `Target` carries its
-graph in ``target.info["graph"]`` (built by `adaptmc.models.ising`).
+graph in ``target.info["graph"]`` (built by `adaptmc_lab.models.ising`).
 
 Both kernels keep the local fields ``h_i = b_i + sum_j J_ij x_j`` in their state: flipping
 site ``i`` changes the energy by ``dE_i = -(1 - 2 x_i) h_i`` and changes only the fields of
@@ -86,7 +86,7 @@ def graph_of(target) -> SpinGraph:
     if not isinstance(graph, SpinGraph):
         raise ValueError(
             f"target {getattr(target, 'name', target)!r} has no SpinGraph in info['graph']; "
-            "discrete kernels sample models of adaptmc.models.ising"
+            "discrete kernels sample models of adaptmc_lab.models.ising"
         )
     return graph
 

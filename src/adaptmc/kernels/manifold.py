@@ -31,7 +31,7 @@ inverse and log-determinant gradient at its position, so an iteration does not e
 
 The metric is bound by `rmhmc_kernel(metric)` / `msd_kernel(metric)`; the registered
 ``rmhmc`` and ``msd`` kernels take it from ``target.info["metric"]`` (the models of
-`adaptmc.models.metric_models` put it there), falling back to the negative Hessian
+`adaptmc_lab.models.metric_models` put it there), falling back to the negative Hessian
 (`hessian_metric`), and size super-transitions with the ``metric_cost`` parameter.
 """
 

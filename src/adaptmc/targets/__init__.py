@@ -1,9 +1,7 @@
 """Targets: flat log densities with gradients, and the built-ins by name.
 
-`BUILTIN_TARGETS` is a plain dict from name to a function that builds the target, or to a
-``module:function`` string for a target built in a higher layer (the robot-arm BNN lives in
-`adaptmc.models`, which imports this package), loaded when asked for; `get_target` also
-accepts a user's ``module:function`` returning a `Target` (or a
+`BUILTIN_TARGETS` is a plain dict from name to a function that builds the target;
+`get_target` also accepts a user's ``module:function`` returning a `Target` (or a
 ``(logdensity_fn, initial_params)`` pair). `from_numpyro` and `from_pymc` turn a NumPyro or
 PyMC model into a `Target`; `as_target` picks among all of these for one object.
 """
@@ -23,7 +21,7 @@ from adaptmc.targets.numpyro_model import from_numpyro
 from adaptmc.targets.posteriordb import posteriordb_target, posteriordb_targets
 from adaptmc.targets.pymc_model import from_pymc
 
-BUILTIN_TARGETS: dict[str, Callable[[], Target] | str] = {
+BUILTIN_TARGETS: dict[str, Callable[[], Target]] = {
     "neal-100d": neal_100d,
     "gauss-2d-v1": lambda: correlated_2d(1.0),
     "gauss-2d-v2": lambda: correlated_2d(2.0),
@@ -31,7 +29,6 @@ BUILTIN_TARGETS: dict[str, Callable[[], Target] | str] = {
     "std-normal-10d": lambda: gaussian([0.0] * 10, 1.0, name="std-normal-10d"),
     "funnel-10d": lambda: funnel(10),
     "banana": banana,
-    "bnn-robot-arm": "adaptmc.models.robot_arm:robot_arm_target",
     **{
         f"logistic-{name}": (lambda name=name: logistic_dataset(name))
         for name in ("australian", "german", "heart", "pima", "ripley", "caravan")
@@ -47,8 +44,7 @@ def get_target(spec: str) -> Target:
     ``(logdensity_fn, initial_params)`` that `make_target` turns into one.
     """
     if spec in BUILTIN_TARGETS:
-        builder = BUILTIN_TARGETS[spec]
-        return (load_object(builder, "target") if isinstance(builder, str) else builder)()
+        return BUILTIN_TARGETS[spec]()
     if ":" not in spec:
         raise ValueError(
             f"unknown target {spec!r}; built-ins: {', '.join(sorted(BUILTIN_TARGETS))}; "

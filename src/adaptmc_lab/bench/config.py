@@ -1,0 +1,100 @@
+"""The bench's sizes, its cells and their seeds, and the default and quick matrices.
+
+A cell is ``(target, sampler, seed index)``. Its seed is a hash of ``(target, seed index)``
+(`cell_seed`), so every sampler in a row starts from the same initial positions and a cell
+computes the same numbers whether it runs serially, on a local cluster or on a remote one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """Sizes shared by every cell.
+
+    num_chains
+        Chains per cell.
+    num_warmup, num_samples
+        NUTS's warm-up transitions and draws per chain; adaptmc's adaptive-hmc warms up for
+        as many NUTS transitions and samples about as many draws' worth of gradients
+        (`adaptmc_lab.bench.samplers.recipe_options`); the other recipes keep their defaults.
+    init_jitter
+        Starts are the target's initial position plus ``U(-init_jitter, init_jitter)``.
+    """
+
+    num_chains: int = 4
+    num_warmup: int = 500
+    num_samples: int = 1000
+    init_jitter: float = 0.5
+
+
+class SamplerOutput(NamedTuple):
+    """``positions: (chains, draws, dim)`` flat sampling draws; ``warmup_grads`` and
+    ``sampling_grads`` over all chains (initial gradients count as warm-up); ``wall_s``
+    excludes ``compile_s``; ``divergences`` during sampling; ``params`` the tuned setting;
+    ``host_s`` the seconds the tuner and the objective spent on the host (0 for NUTS)."""
+
+    positions: np.ndarray
+    warmup_grads: int
+    sampling_grads: int
+    wall_s: float
+    compile_s: float
+    divergences: int
+    params: dict
+    host_s: float = 0.0
+
+
+class Cell(NamedTuple):
+    target: str
+    sampler: str
+    seed_index: int
+
+    @property
+    def key(self) -> str:
+        """A file-safe identifier, also the Dask task key."""
+        return f"{self.target}__{self.sampler}__s{self.seed_index}"
+
+
+def cell_seed(target: str, seed_index: int) -> int:
+    """The seed of every cell in row ``(target, seed_index)``: the first 31 bits of
+    SHA-256 of ``"target/seed_index"`` (no dependence on process, order or hash seed)."""
+    digest = hashlib.sha256(f"{target}/{seed_index}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+def make_cells(targets: list[str], samplers: list[str], num_seeds: int) -> list[Cell]:
+    """The matrix in row-major order: target, then sampler, then seed."""
+    return [Cell(t, s, i) for t in targets for s in samplers for i in range(num_seeds)]
+
+
+def initial_positions(target, seed: int, num_chains: int, jitter: float) -> np.ndarray:
+    """``(num_chains, dim)``: the starts `adaptmc.run.run` draws for ``seed`` (the target's
+    start plus ``U(-jitter, jitter)``), so a bench row starts where ``adaptmc sample --seed``
+    does."""
+    from adaptmc.run import default_positions
+
+    return np.asarray(default_positions(target, num_chains, seed, jitter))
+
+
+DEFAULT_SAMPLERS = ("adaptmc-adaptive-hmc", "adaptmc-gadmala", "blackjax-nuts")
+
+POSTERIORDB_TARGETS = tuple(
+    f"pdb-{name}" for name in (
+        "eight_schools-eight_schools_noncentered", "arK-arK", "diamonds-diamonds",
+        "gp_pois_regr-gp_pois_regr", "low_dim_gauss_mix-low_dim_gauss_mix", "garch-garch11",
+        "kidiq-kidscore_momiq", "nes1972-nes", "earnings-earn_height",
+        "gp_pois_regr-gp_regr", "hudson_lynx_hare-lotka_volterra",
+    )
+)
+DEFAULT_TARGETS = (*POSTERIORDB_TARGETS, "std-normal-10d", "gauss-2d-v2", "neal-100d",
+                   "funnel-10d", "logistic-german", "bnn-robot-arm")
+QUICK_TARGETS = ("pdb-eight_schools-eight_schools_noncentered", "pdb-kidiq-kidscore_momiq",
+                 "std-normal-10d")
+QUICK_SAMPLERS = ("adaptmc-adaptive-hmc", "blackjax-nuts")
+QUICK_CONFIG = BenchConfig(num_chains=4, num_warmup=200, num_samples=300)

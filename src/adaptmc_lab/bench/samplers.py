@@ -1,0 +1,149 @@
+"""The bench's samplers: plain functions ``(target, seed, config) -> SamplerOutput`` in
+`SAMPLERS`, giving draws on the flat unconstrained space, gradient evaluations of warm-up and
+tuning and of sampling counted separately and exactly, and wall and compile seconds.
+
+Every adaptmc row runs a named recipe (`adaptmc.recipes`) through `adaptmc.api.run_plan`,
+exactly as ``adaptmc sample --recipe NAME`` does with the options of `recipe_options` (the
+row ``adaptmc-adaptive-hmc`` of seed ``s`` makes the draws of ``adaptmc sample --recipe
+adaptive-hmc --seed s --warmup-steps W --draws D``, tested); NUTS is `adaptmc_lab.baselines.nuts`
+(BlackJAX) or `adaptmc_lab.baselines.numpyro_nuts`. Every sampler of a row starts from the same
+positions, the run's own default starts (`adaptmc.run.default_positions`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from adaptmc_lab.bench.config import BenchConfig, SamplerOutput, initial_positions
+from adaptmc_lab.bench.quantities import run_positions
+
+RECIPE_ROWS: dict[str, tuple[str, dict]] = {
+    "adaptmc-adaptive-hmc": ("adaptive-hmc", {}),
+    "adaptmc-adaptive-hmc-parametric": ("adaptive-hmc", {"tuner": "parametric"}),
+    "adaptmc-adaptive-hmc-hedge": ("adaptive-hmc", {"tuner": "hedge"}),
+    "adaptmc-adaptive-hmc-sir": ("adaptive-hmc", {"tuner": "sir"}),
+    "adaptmc-adaptive-portfolio": ("adaptive-portfolio", {}),
+    "adaptmc-bandit-hmc": ("bandit-hmc", {}),
+    "adaptmc-hmc-da": ("hmc-da", {}),
+    "adaptmc-hmc-grid": ("hmc-grid", {}),
+    "adaptmc-gadmala": ("gradient-adaptive", {"kernel": "gadmala"}),
+}
+"""Bench row -> (recipe, options beyond `recipe_options`)."""
+
+
+def recipe_options(recipe: str, config: BenchConfig) -> dict:
+    """The options a recipe row runs with at the bench's sizes: adaptive-hmc and
+    adaptive-portfolio warm up for ``num_warmup`` NUTS transitions and sample about
+    ``num_samples`` draws' worth of gradients; the super-transition recipes keep their own
+    defaults."""
+    if recipe in ("adaptive-hmc", "adaptive-portfolio"):
+        return {"warmup_steps": max(150, config.num_warmup), "draws": config.num_samples}
+    return {}
+
+
+def recipe_sampler(row: str) -> Callable[[Any, int, BenchConfig], SamplerOutput]:
+    """The sampler of bench row ``row`` (`RECIPE_ROWS`): the recipe, run by
+    `adaptmc.api.run_plan` from the row's starts; the wall time is the user's (call to
+    InferenceData: warm-up, compilation and tuning included)."""
+    recipe, extra = RECIPE_ROWS[row]
+
+    def sampler(target, seed: int, config: BenchConfig) -> SamplerOutput:
+        from adaptmc.api import run_plan
+        from adaptmc.recipes import build
+
+        starts = initial_positions(target, seed, config.num_chains, config.init_jitter)
+        tick = time.perf_counter()
+        plan = build(recipe, target, seed=seed, **recipe_options(recipe, config), **extra)
+        result = run_plan(target, plan, chains=config.num_chains, seed=seed,
+                          initial_positions=starts, progress=False)
+        wall = time.perf_counter() - tick
+        stats = result.idata.sample_stats
+        sampling_grads = int(stats["n_grad_evals"].values.sum())
+        compile_s = result.compile_s  # the warm-up's compilation included
+        tuning = result.idata.tuning
+        host_s = float(np.sum(tuning["tuner_s"].values) + np.sum(tuning["objective_s"].values))
+        return SamplerOutput(run_positions(result), result.num_grads - sampling_grads,
+                             sampling_grads, wall - compile_s, compile_s,
+                             int(stats["diverging"].values.sum()),
+                             _final_setting(result.idata), host_s)
+
+    sampler.__name__ = row.replace("-", "_")
+    sampler.__doc__ = f"The recipe {recipe!r} with {extra or 'its defaults'}."
+    return sampler
+
+
+def _final_setting(idata) -> dict:
+    """The tuned parameters of the last super-transition (the frozen setting); for an
+    adaptive-portfolio run, ``gadmala_won`` (1 or 0) and the winner's frozen scalars."""
+    if "portfolio" in idata.attrs:
+        import json
+
+        record = json.loads(idata.attrs["portfolio"])
+        winner = record["winner"]
+        scalars = {k: float(v) for k, v in record["trials"][winner]["params"].items()
+                   if isinstance(v, (int, float))}
+        return {"gadmala_won": float(winner == "gadmala"), **scalars}
+    tuning = idata.tuning
+    skip = set(("reward", "acceptance_rate", "divergences", "num_grads", "num_steps",
+                "num_draws", "warmup", "wall_s", "tuner_s", "objective_s"))
+    return {name: float(np.asarray(tuning[name].values)[-1]) for name in tuning.data_vars
+            if name not in skip and np.asarray(tuning[name].values).ndim == 1}
+
+
+def blackjax_nuts(target, seed: int, config: BenchConfig) -> SamplerOutput:
+    """BlackJAX NUTS (Hoffman & Gelman 2014) after Stan-style window adaptation of the step
+    size and a diagonal mass matrix, chains vectorised, one compiled program
+    (`adaptmc_lab.baselines.nuts`). Gradients: one per chain at the start plus one per leapfrog
+    step."""
+    from adaptmc_lab.baselines import nuts
+
+    starts = initial_positions(target, seed, config.num_chains, config.init_jitter)
+    result = nuts(target, seed, num_chains=config.num_chains, num_warmup=config.num_warmup,
+                  num_draws=config.num_samples, initial_positions=starts)
+    return _nuts_output(result, {"step_size": float(np.mean(result.step_size))})
+
+
+def _nuts_output(result, params: dict) -> SamplerOutput:
+    """A `adaptmc_lab.baselines.NutsResult` as a bench row's output (warm-up gradients, the
+    initial ones included, summed over chains; divergences after warm-up)."""
+    return SamplerOutput(result.positions, int(np.sum(result.warmup_grads)),
+                         result.sampling_grads, result.wall_s, result.compile_s,
+                         int(np.sum(result.divergent)), params)
+
+
+def numpyro_nuts(target, seed: int, config: BenchConfig) -> SamplerOutput:
+    """NumPyro NUTS (`adaptmc_lab.baselines.numpyro_nuts`): Stan-style warm-up with a diagonal
+    mass matrix, chains vectorised; ``compile_s`` is NaN and ``wall_s`` includes
+    compilation."""
+    from adaptmc_lab.baselines import numpyro_nuts as run_numpyro
+
+    starts = initial_positions(target, seed, config.num_chains, config.init_jitter)
+    result = run_numpyro(target, seed, num_chains=config.num_chains,
+                         num_warmup=config.num_warmup, num_draws=config.num_samples,
+                         initial_positions=starts)
+    return _nuts_output(result, {})
+
+
+def nutpie(target, seed: int, config: BenchConfig) -> SamplerOutput:
+    """nutpie's NUTS on a PyMC model of the target (`adaptmc_lab.baselines.nutpie`; optional
+    extra ``nutpie``; Gaussians and logistic regressions only): the outside reference.
+    ``compile_s`` is its PyMC-to-numba compilation; chains run in nutpie's threads."""
+    from adaptmc_lab.baselines.nutpie import nutpie_nuts
+
+    starts = initial_positions(target, seed, config.num_chains, config.init_jitter)
+    result = nutpie_nuts(target, seed, num_chains=config.num_chains,
+                         num_warmup=config.num_warmup, num_draws=config.num_samples,
+                         initial_positions=starts)
+    return _nuts_output(result, {"step_size": float(np.mean(result.step_size))})
+
+
+SAMPLERS: dict[str, Callable[[Any, int, BenchConfig], SamplerOutput]] = {
+    **{row: recipe_sampler(row) for row in RECIPE_ROWS},
+    "blackjax-nuts": blackjax_nuts,
+    "numpyro-nuts": numpyro_nuts,
+    "nutpie": nutpie,
+}

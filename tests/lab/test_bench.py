@@ -1,0 +1,310 @@
+"""The benchmark suite: seeds fixed by cell coordinates, identical results serially and on a
+2-worker local Dask cluster, a killed worker's cell retried, and the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from adaptmc import io
+from adaptmc.cli import main
+from adaptmc.targets import get_target
+from adaptmc_lab import bench
+from adaptmc_lab.bench import references
+from adaptmc_lab.cli import main as lab_main
+
+# a cell small enough for CI: 2 chains, 20 warm-up and 40 sampling draws
+TINY = bench.BenchConfig(num_chains=2, num_warmup=20, num_samples=40)
+TINY_TARGET = "pdb-eight_schools-eight_schools_noncentered"
+
+
+def test_cell_seed_depends_only_on_target_and_seed_index():
+    a = bench.cell_seed("std-normal-10d", 0)
+    assert a == bench.cell_seed("std-normal-10d", 0)
+    assert a != bench.cell_seed("std-normal-10d", 1)
+    assert a != bench.cell_seed("funnel-10d", 0)
+    assert 0 <= a < 2**31
+    cells = bench.make_cells(["t1", "t2"], ["s1", "s2"], 2)
+    assert len(cells) == 8 and cells[0] == bench.Cell("t1", "s1", 0)
+    assert cells[1].key == "t1__s1__s1"
+
+
+def test_evaluate_exact_draws_are_accurate():
+    target = get_target("std-normal-10d")
+    rng = np.random.default_rng(3)
+    draws = rng.standard_normal((4, 2000, 10))
+    output = bench.SamplerOutput(draws, 100, 8000, 1.0, 0.5, 0, {})
+    result = bench.evaluate(target, output)
+    assert result["max_err_sd"] < 0.1
+    # exact draws: errors in MCSE units are |N(0, 1)|-sized, max over 10 below 4.5
+    assert result["max_err_mcse"] < 4.5
+    assert result["min_ess"] > 4000
+    assert result["min_ess_per_1k_grads"] == pytest.approx(1000 * result["min_ess"] / 8100)
+    assert result["max_rhat"] < 1.01
+
+
+def test_evaluate_posteriordb_uses_reference_names():
+    target = get_target(TINY_TARGET)
+    draws = np.zeros((2, 10, target.dim))
+    result = bench.evaluate(target, bench.SamplerOutput(draws, 1, 1, 1.0, 0.0, 0, {}))
+    # all zeros unconstrained: tau = 1, theta = mu = 0; worst error is theta[7] or mu
+    assert result["num_quantities"] == 10 and result["worst"] is not None
+    ref = bench.reference(target)
+    expected = np.max(np.abs(np.r_[np.zeros(9), 1.0] - ref.mean) / ref.sd)
+    assert result["max_err_sd"] == pytest.approx(expected)
+
+
+def _fake(target, sampler, seed, ess_rate, err):
+    return {"cell": {"target": target, "sampler": sampler, "seed_index": seed},
+            "warmup_grads": 1000, "sampling_grads": 4000, "wall_s": 1.0, "compile_s": 2.0,
+            "min_ess": ess_rate * 5, "median_ess": ess_rate * 6,
+            "min_ess_per_1k_grads": ess_rate, "min_ess_per_s": 10.0, "max_rhat": 1.01,
+            "divergences": 1, "max_err_sd": err, "max_err_mcse": None if err is None else 2.0}
+
+
+def test_markdown_table_ratio_and_report(tmp_path):
+    results = [
+        _fake("a", "blackjax-nuts", 0, 4.0, 0.1), _fake("a", "blackjax-nuts", 1, 6.0, 0.2),
+        _fake("a", "adaptmc-hmc-da", 0, 2.5, 0.3), _fake("a", "adaptmc-hmc-da", 1, 2.5, 0.1),
+        _fake("b", "adaptmc-hmc-da", 0, 1.0, None),
+    ]
+    rows = {(r["target"], r["sampler"]): r for r in bench.aggregate(results)}
+    assert rows["a", "adaptmc-hmc-da"]["ratio_to_nuts"] == pytest.approx(0.5)  # 2.5 / median 5
+    assert rows["a", "adaptmc-hmc-da"]["max_err_sd"] == 0.3  # worst over seeds
+    assert rows["b", "adaptmc-hmc-da"]["ratio_to_nuts"] is None
+    text = bench.markdown_table(results)
+    assert "| a | adaptmc-hmc-da | 2 |" in text and "| 0.50 |" in text
+    assert "| b | adaptmc-hmc-da | 1 |" in text and "—" in text
+    md = bench.write_report(results, tmp_path, "adaptmc bench --quick")
+    assert "adaptmc bench --quick" in md.read_text()
+    assert (tmp_path / "ess_per_grad.png").stat().st_size > 1000
+    assert len(json.loads((tmp_path / "results.json").read_text())["cells"]) == 5
+
+
+def test_unknown_sampler_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="unknown samplers"):
+        bench.run_bench(["std-normal-10d"], ["nope"], 1, TINY, tmp_path, log=None)
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0")
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def test_cli_serial_cell_matches_two_worker_cluster(tmp_path, client):
+    out = tmp_path / "serial"
+    code = lab_main(["bench", "--targets", TINY_TARGET, "--samplers", "adaptmc-hmc-da",
+                 "--seeds", "1", "--budget", "40", "--chains", "2", "--workers", "1",
+                 "--out", str(out)])
+    assert code == 0
+    serial = json.loads((out / "results.json").read_text())["cells"][0]
+    assert "| pdb-eight_schools" in (out / "results.md").read_text()
+    config = bench.BenchConfig(num_chains=2, num_warmup=20, num_samples=40)
+    cell = bench.Cell(TINY_TARGET, "adaptmc-hmc-da", 0)
+    (clustered,) = bench.run_cells([cell], config, tmp_path / "cluster", client=client)
+    serial = json.loads(json.dumps(bench.deterministic_part(serial)))
+    clustered = json.loads(json.dumps(bench.deterministic_part(clustered),
+                                      default=io.json_default))
+    assert clustered == serial
+    # a rerun reuses the finished cell without computing it
+    again = bench.run_cells([cell], config, tmp_path / "cluster", client=None)
+    assert bench.deterministic_part(again[0])["min_ess"] == clustered["min_ess"]
+
+
+@pytest.mark.slow
+def test_killed_worker_cell_is_retried_and_run_completes(tmp_path, client):
+    # slow: the nanny respawns the worker, which re-imports JAX and recompiles the cell
+    cells = [bench.Cell("std-normal-10d", "blackjax-nuts", i) for i in range(3)]
+    config = bench.BenchConfig(num_chains=2, num_warmup=100, num_samples=200)
+    box: dict = {}
+    runner = threading.Thread(
+        target=lambda: box.setdefault("results", bench.run_cells(cells, config, tmp_path,
+                                                                 client=client)))
+    runner.start()
+    pids = client.run(os.getpid)
+    killed = None
+    deadline = time.time() + 60
+    while killed is None and time.time() < deadline:
+        busy = [addr for addr, tasks in client.processing().items() if tasks]
+        if busy:
+            time.sleep(1.0)  # let the cell get going
+            killed = pids[busy[0]]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.1)
+    assert killed is not None, "no task started within 60 s"
+    runner.join(timeout=240)
+    assert not runner.is_alive()
+    results = box["results"]
+    assert [r["key"] for r in results] == [c.key for c in cells]
+    assert all(np.isfinite(r["min_ess"]) and r["min_ess"] > 0 for r in results)
+    assert killed not in client.run(os.getpid).values()  # the nanny restarted the worker
+
+
+# slow (12 s each): in the fast tier the rows' common path (`recipe_sampler` running the
+# adaptive-hmc recipe) is held by `test_a_recipe_row_makes_the_draws_of_the_command_line`, and
+# each bandit inside the recipe's run loop by test_tuners.py (`test_run_end_to_end_with_each_tuner`)
+@pytest.mark.parametrize("sampler", [
+    pytest.param("adaptmc-adaptive-hmc-hedge", marks=pytest.mark.slow),
+    pytest.param("adaptmc-adaptive-hmc-parametric", marks=pytest.mark.slow),
+    pytest.param("adaptmc-adaptive-hmc-sir", marks=pytest.mark.slow),
+])
+def test_every_bandit_tuner_is_a_bench_sampler(sampler):
+    """Each bandit of `adaptmc.tuners` runs as a bench cell of the adaptive-hmc recipe:
+    warm-up and tuning gradients counted apart from sampling, the frozen setting reported,
+    draws of the configured shape."""
+    config = bench.BenchConfig(num_chains=2, num_warmup=150, num_samples=60)
+    rows = bench.run_cells([bench.Cell("std-normal-10d", sampler, 0)], config)
+    row = rows[0]
+    assert row["cell"]["sampler"] == sampler
+    assert row["warmup_grads"] > 0 and row["sampling_grads"] > 0 and row["finite"]
+    assert row["params"]["num_leapfrog"] >= 1 and row["params"]["step_size"] > 0
+
+
+def test_a_recipe_row_makes_the_draws_of_the_command_line(tmp_path):
+    """The bench's adaptive-HMC row and `adaptmc sample` with the same recipe options and
+    seed make identical draws (same starts, same warm-up, same tuning)."""
+    import arviz as az
+
+    from adaptmc_lab.bench.samplers import SAMPLERS, recipe_options
+
+    config = bench.BenchConfig(num_chains=2, num_warmup=150, num_samples=80)
+    target = get_target(TINY_TARGET)
+    output = SAMPLERS["adaptmc-adaptive-hmc"](target, 11, config)
+    options = recipe_options("adaptive-hmc", config)
+    out = tmp_path / "cli"
+    code = main(["sample", "--target", TINY_TARGET, "--seed", "11", "--chains", "2",
+                 "--warmup-steps", str(options["warmup_steps"]), "--draws",
+                 str(options["draws"]), "--out", str(out), "--no-progress"])
+    assert code == 0
+    idata = az.from_netcdf(out / "draws.nc")
+    cli = np.concatenate([np.asarray(v.values).reshape(2, v.shape[1], -1)
+                          for v in idata.posterior.data_vars.values()], axis=-1)
+    np.testing.assert_array_equal(cli, output.positions)
+
+
+def test_nuts_reference_recovers_a_gaussian_and_is_cached(tmp_path):
+    """The long-NUTS reference (used for logistic regression) is right on a known Gaussian, in
+    MCSE units, and is computed once: the second call reads the cached JSON."""
+    from adaptmc.targets import gaussian
+
+    target = gaussian(np.array([1.0, -2.0, 0.5]), np.array([1.0, 4.0, 0.25]), name="g3")
+    kwargs = dict(num_chains=4, num_warmup=200, num_draws=1000, seed=3, directory=tmp_path)
+    ref = references.nuts_reference(target, **kwargs)
+    z = (ref.mean - [1.0, -2.0, 0.5]) / ref.mcse
+    assert np.all(np.abs(z) < 4), z
+    np.testing.assert_allclose(ref.sd, [1.0, 2.0, 0.5], rtol=0.1)
+    assert len(list(tmp_path.glob("reference-g3-*.json"))) == 1
+    again = references.nuts_reference(target, **kwargs)
+    np.testing.assert_array_equal(again.mean, ref.mean)
+    assert again.names == ref.names == target.parameter_names
+
+
+def test_bnn_quantities_are_invariant_to_the_networks_symmetries():
+    """Permuting hidden units and flipping the sign of a tanh unit's weights leave the
+    network's function, hence every BNN quantity, unchanged, while the weights change."""
+    import jax
+    from jax.flatten_util import ravel_pytree
+
+    from adaptmc_lab.models import bnn
+
+    target = get_target("bnn-robot-arm")
+    model = target.info["bnn"]
+    pos = bnn.unravel(model, jax.random.normal(jax.random.key(0), (target.dim,)))
+    w = {k: np.asarray(v) for k, v in pos.weights.items()}
+    perm = np.array([3, 0, 7, 1, 6, 2, 5, 4])
+    sign = np.array([1, -1, 1, 1, -1, 1, -1, 1], dtype=float)
+    moved = dict(w)
+    moved["input_hidden"] = w["input_hidden"][:, perm] * sign
+    moved["hidden_bias"] = w["hidden_bias"][perm] * sign
+    moved["hidden_output"] = w["hidden_output"][perm] * sign[:, None]
+    a = np.asarray(ravel_pytree(pos)[0])
+    b = np.asarray(ravel_pytree(bnn.BNNPosition(moved, pos.log_precisions))[0])
+    assert np.max(np.abs(a - b)) > 0.1
+    names, values = bench.quantities(target, np.stack([a, b])[:, None, :])
+    assert names == ["mse(train)", "mse(test)", "log_precision.noise"]
+    np.testing.assert_allclose(values[0], values[1], rtol=1e-12, atol=1e-12)
+    x_test, y_test = target.info["test"]
+    assert x_test.shape == (400, 2)
+    residual = np.asarray(bnn.forward(model.spec, pos.weights, x_test)) - y_test
+    np.testing.assert_allclose(values[0, 0, 1], np.mean(np.sum(residual**2, axis=1)),
+                               rtol=1e-12)
+    np.testing.assert_allclose(values[0, 0, 2], float(pos.log_precisions["noise"]))
+
+
+@pytest.mark.slow  # a refused reference's handling: test_a_refused_reference_means_no_accuracy_...
+def test_bnn_reference_refuses_chains_that_disagree(tmp_path):
+    """A Gibbs-within-HMC run far too short to mix (2 chains, 2 super-transitions) is no
+    reference: refused for its R-hat; only its diagnostics are kept, not a reference."""
+    target = get_target("bnn-robot-arm")
+    with pytest.raises(RuntimeError, match="R-hat"):
+        references.bnn_reference(target, directory=tmp_path, num_chains=2,
+                            num_super_transitions=2, budget=200, num_leapfrog=20)
+    kept = list(tmp_path.glob("*.json"))
+    assert [p.name.endswith(".refused.json") for p in kept] == [True]
+    assert len(json.loads(kept[0].read_text())["rhat"]) == 3
+    # a second call refuses at once instead of running the chains again
+    tick = time.perf_counter()
+    with pytest.raises(RuntimeError, match="diagnostics in"):
+        references.bnn_reference(target, directory=tmp_path, num_chains=2,
+                            num_super_transitions=2, budget=200, num_leapfrog=20)
+    assert time.perf_counter() - tick < 1.0
+
+
+def test_a_refused_reference_means_no_accuracy_not_a_crash(tmp_path, monkeypatch):
+    """`reference` (and so a bench cell) goes on without accuracy when the reference was
+    refused, and says why."""
+    monkeypatch.setenv("ADAPTMC_CACHE", str(tmp_path))
+    target = get_target("bnn-robot-arm")
+    key = f"{references.bnn_reference_key()}-{references.bench_target_digest(target)}"
+    path = tmp_path / f"reference-{target.name}-{key}.refused.json"
+    path.write_text(json.dumps({"names": ["a"], "rhat": [1.2]}))
+    said = []
+    assert bench.reference(target, log=said.append) is None
+    assert "1.200" in said[0]
+
+
+def test_evaluate_bnn_compares_its_quantities_with_the_cached_reference(tmp_path, monkeypatch):
+    """The BNN row of the bench is scored on `bnn_quantities` against `bnn_reference`, read
+    from the cache: draws whose quantities are the reference's own have zero error."""
+    monkeypatch.setenv("ADAPTMC_CACHE", str(tmp_path))
+    target = get_target("bnn-robot-arm")
+    rng = np.random.default_rng(0)
+    positions = 0.3 * rng.standard_normal((8, 400, target.dim))
+    names, values = bench.quantities(target, positions)
+    references.cached_reference(target, references.bnn_reference_key(), tmp_path,
+                            lambda: (names, values))
+    result = bench.evaluate(target, bench.SamplerOutput(positions, 1, 1, 1.0, 0.0, 0, {}))
+    assert result["num_quantities"] == 3
+    assert result["worst"] in names and result["max_err_sd"] < 1e-9
+
+
+def test_jax_compile_seconds_count_every_program_a_call_compiles():
+    """JAX's own account of tracing, lowering and compilation (`jax.monitoring`) grows by a
+    new program's compilation and not at all when the same program runs again; the speed
+    table shows it beside the sampler's own compile column."""
+    import jax
+    import jax.numpy as jnp
+
+    from adaptmc.run.compile_clock import compile_seconds as jax_compile_seconds
+    from adaptmc_lab.bench.report import speed_table
+
+    program = jax.jit(lambda x: jnp.cumsum(jnp.sin(x) * 3.0))
+    before = jax_compile_seconds()
+    program(jnp.arange(7.0)).block_until_ready()
+    compiled_once = jax_compile_seconds()
+    program(jnp.arange(7.0)).block_until_ready()
+    assert compiled_once > before and jax_compile_seconds() == compiled_once
+    rows = [{**_fake("a", "blackjax-nuts", 0, 4.0, 0.1), "host_s": 0.0, "jax_compile_s": 2.5}]
+    table = speed_table(rows)
+    assert "all JAX compile s" in table and "| 2.00 | 2.50 |" in table

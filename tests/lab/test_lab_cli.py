@@ -1,0 +1,54 @@
+"""The lab's command line: the experiments' registry and ``adaptmc-lab reproduce``'s checks."""
+
+import pytest
+
+from adaptmc_lab.cli import main
+
+
+def test_every_experiment_is_a_function_taking_the_run_options():
+    import inspect
+
+    from adaptmc_lab.experiments import EXPERIMENTS
+
+    for name, function in EXPERIMENTS.items():
+        params = inspect.signature(function).parameters
+        assert {"out", "quick", "force", "seed", "sizes"} <= set(params), name
+
+
+def test_listing_the_experiments_imports_none():
+    import subprocess
+    import sys
+
+    code = ("import sys, adaptmc_lab.cli; "
+            "print(any(m.startswith('adaptmc_lab.experiments.') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["dexter", "--set", "foo=1"], "not a size"),
+    (["dexter", "--set", "gradient_budget=0.5"], "expected a positive integer"),
+    (["dexter", "--set", "gradient_budget"], "expected NAME=VALUE"),
+    (["hmc-cost", "--set", "num_steps=10"], "takes no --set sizes"),
+])
+def test_reproduce_sizes_are_checked_before_anything_is_written(tmp_path, capsys, args,
+                                                                message):
+    out = tmp_path / "never"
+    code = main(["reproduce", *args, "--out", str(out), "--no-compile-cache"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("error:") == 1
+    assert not out.exists()
+
+
+def test_reproduce_sizes_replace_the_dexter_config(monkeypatch, tmp_path):
+    """``--set`` fields land in the configuration the experiment runs."""
+    from adaptmc_lab.experiments import dexter
+
+    seen = {}
+    monkeypatch.setattr(dexter, "run_experiment",
+                        lambda config, seed, out: seen.update(config=config) or {"table": ""})
+    code = main(["reproduce", "dexter", "--quick", "--set", "num_super_transitions=7", "--set",
+                 "gradient_budget=123", "--out", str(tmp_path / "d"), "--no-compile-cache"])
+    assert code == 0
+    assert seen["config"] == dexter.QUICK._replace(num_super_transitions=7, gradient_budget=123)
