@@ -25,7 +25,7 @@ def build_lab_parser() -> argparse.ArgumentParser:
 
     repro = add("reproduce", help="re-run the protocol of a published experiment (the "
                 "literature's rows printed beside the measured ones, with the difference; "
-                "deviations from the sources: BENCHMARKS.md)")
+                "deviations from the sources: docs/reproductions/)")
     repro.add_argument("experiment", choices=sorted(EXPERIMENTS))
     repro.add_argument("--out", default=None, help="output folder (default runs/<experiment>)")
     repro.add_argument("--quick", action="store_true", help="a small version for CI and demos")

@@ -14,7 +14,7 @@ import pytest
 
 from adaptmc import io
 from adaptmc.cli import main
-from adaptmc.targets import get_target
+from adaptmc_lab.targets import get_target
 from adaptmc_lab import bench
 from adaptmc_lab.bench import references
 from adaptmc_lab.cli import main as lab_main

@@ -24,7 +24,7 @@ posterior predictive mean over the draws after burn-in (the thesis' first 6,000 
 network's outputs at the 400 test inputs) and their largest R-hat, since every method's test
 error sits near the noise floor. Where the sources are silent (GP noise, the parametric
 bandit's annealing rate) the choice is stated in `Config`; every deviation is listed in
-BENCHMARKS.md, "Deviations from the sources".
+docs/reproductions/ (each paper's deviations).
 """
 
 from __future__ import annotations
