@@ -26,7 +26,7 @@ import numpy as np
 from jax.experimental.ode import odeint
 from jax.scipy import stats
 
-from adaptmc.targets.posteriordb import PosteriordbModel, _positive
+from adaptmc.targets.stan_transforms import PosteriordbModel, positive
 
 Array = jax.Array
 
@@ -53,7 +53,7 @@ def earn_height(data: dict) -> PosteriordbModel:
     height = jnp.asarray(data["height"], float)
 
     def logdensity(p):
-        sigma, log_jac = _positive(p["log_sigma"])
+        sigma, log_jac = positive(p["log_sigma"])
         mean = p["beta"][0] + p["beta"][1] * height
         return jnp.sum(stats.norm.logpdf(earn, mean, sigma)) + log_jac
 
@@ -90,9 +90,9 @@ def gp_regr(data: dict) -> PosteriordbModel:
     eye = jnp.eye(x.shape[0])
 
     def logdensity(p):
-        rho, jac_rho = _positive(p["log_rho"])
-        alpha, jac_alpha = _positive(p["log_alpha"])
-        sigma, jac_sigma = _positive(p["log_sigma"])
+        rho, jac_rho = positive(p["log_rho"])
+        alpha, jac_alpha = positive(p["log_alpha"])
+        sigma, jac_sigma = positive(p["log_sigma"])
         cov = alpha**2 * jnp.exp(-0.5 * sq_dist / rho**2) + sigma * eye
         return (
             stats.gamma.logpdf(rho, 25.0, scale=1.0 / 4.0)
@@ -159,9 +159,9 @@ def lotka_volterra(data: dict) -> PosteriordbModel:
     prior_scale = jnp.array([0.5, 0.05, 0.5, 0.05])
 
     def logdensity(p):
-        theta, jac_theta = _positive(p["log_theta"])
-        z_init, jac_z = _positive(p["log_z_init"])
-        sigma, jac_sigma = _positive(p["log_sigma"])
+        theta, jac_theta = positive(p["log_theta"])
+        z_init, jac_z = positive(p["log_z_init"])
+        sigma, jac_sigma = positive(p["log_sigma"])
         z = lotka_volterra_solution(z_init, theta, ts)
         return (
             jnp.sum(stats.norm.logpdf(theta, prior_loc, prior_scale))
