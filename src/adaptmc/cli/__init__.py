@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:
-        print("\ninterrupted; resume with `adaptmc resume RUN_DIR`", file=sys.stderr)
+        print(f"\ninterrupted; {interrupted_advice(args)}", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001 - the boundary: every error becomes one line
         if getattr(args, "debug", False):
@@ -232,6 +232,20 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"adaptmc {args.command}: error: {error_line(err)}", file=sys.stderr)
         return 2
+
+
+def interrupted_advice(args) -> str:
+    """What to do after Ctrl-C: resume only a run folder holding this run's checkpoint."""
+    folder = getattr(args, "run_dir", None) or getattr(args, "out", None)
+    if args.command not in ("sample", "resume") or folder is None:
+        return "nothing to resume"
+    path = Path(folder)
+    if (path / "checkpoint.npz").is_file() and not (path / "draws.nc").exists():
+        return f"resume with `adaptmc resume {folder}`"
+    if args.command == "sample" and (path / "draws.nc").exists():
+        return (f"stopped before the new run's first checkpoint: {folder} still holds the "
+                "previous run")
+    return f"stopped before the first checkpoint: nothing was written to {folder}"
 
 
 def error_line(err: BaseException) -> str:

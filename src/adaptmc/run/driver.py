@@ -109,6 +109,7 @@ class _Setup:
     key: Any
     run_dir: Path | None
     attrs: dict = field(default_factory=dict)
+    force: bool = False
 
 
 @dataclass
@@ -126,6 +127,7 @@ class _Progress:
     frozen: dict | None = None  # the tuner's best setting, computed once adaptation stops
     adapt_stop: int | None = None  # where the tuner's ``done`` ended adaptation, if it did
     params: Any = None  # the kernel's parameters of the last super-transition run
+    staging: Path | None = None  # a new run's folder until its first checkpoint is in place
 
 
 def run(
@@ -194,16 +196,23 @@ def run(
     key_init, key_run = jax.random.split(jax.random.key(seed))
     positions = _starts(target, num_chains, initial_positions, initial_states, init_jitter,
                         key_init)
-    run_dir = store.open_run_dir(
+    written = store.open_run_dir(
         output_dir, resume=resume, force=force, config=config,
         fingerprint=store.fingerprint(target, kernel, params, tuner, *sizes, objective))
+    run_dir = None if output_dir is None else Path(output_dir)
+    staged = None if written == run_dir else written
     setup = _Setup(target, kernel, params, tuner, objective, num_super_transitions,
                    gradient_budget, num_chains, num_warmup, adapt_until, thin,
-                   checkpoint_every, key_run, run_dir, dict(attrs or {}))
-    state = _start(setup, positions, key_init, resume, initial_states)
-    state.total_grads += int(prior_grads) if state.start_index == 0 else 0
-    loop = _make_loop(setup)
-    finished = _advance(setup, state, loop, progress, stop_after)
+                   checkpoint_every, key_run, run_dir, dict(attrs or {}), force)
+    try:  # a new run's folder (an old one it replaces) is in place only once checkpointed
+        state = _start(setup, positions, key_init, resume, initial_states)
+        state.staging = staged
+        state.total_grads += int(prior_grads) if state.start_index == 0 else 0
+        finished = _advance(setup, state, _make_loop(setup), progress, stop_after)
+    except BaseException:
+        io.discard_staged(staged)
+        raise
+    io.discard_staged(state.staging)  # stopped (a test's stop_after) before any checkpoint
     if not finished:
         return RunResult(None, state.total_grads, time.perf_counter() - clocks[0],
                          compile_seconds() - clocks[1], run_dir, state.states, state.params)
@@ -445,11 +454,17 @@ def _record(setup: _Setup, state: _Progress, step_params, values: dict) -> None:
 
 
 def _checkpoint(setup: _Setup, state: _Progress, next_index: int) -> None:
+    """Write a checkpoint; the first of a new run puts its staged folder in place (and only
+    then replaces the folder ``force`` allowed replacing)."""
     state.num_chunks = store.write_checkpoint(
-        setup.run_dir, state.pending, state.num_chunks, next_index, state.total_grads,
-        state.states, state.tuner_state, state.record, setup.key, state.adapt_stop,
+        state.staging or setup.run_dir, state.pending, state.num_chunks, next_index,
+        state.total_grads, state.states, state.tuner_state, state.record, setup.key,
+        state.adapt_stop,
     )
     state.pending = []  # on disk now: memory holds one chunk of draws at most
+    if state.staging is not None:
+        io.commit_output_dir(state.staging, setup.run_dir, force=setup.force)
+        state.staging = None
 
 
 def _finish(setup: _Setup, state: _Progress, clocks: tuple[float, float],

@@ -94,9 +94,11 @@ def check_same_run(saved: dict, now: dict) -> None:
 
 def open_run_dir(output_dir: str | Path | None, *, resume: bool, force: bool,
                  fingerprint: dict, config: dict | None) -> Path | None:
-    """The run folder: a new one (config written, created in a temporary sibling and renamed
-    into place by `adaptmc.io.create_output_dir`) or, with ``resume``, an existing one whose
-    fingerprint matches. None without ``output_dir``."""
+    """The folder a run writes to: for a new run, a staged temporary sibling of
+    ``output_dir`` holding its config (`adaptmc.io.stage_output_dir`), which the driver puts
+    in place once the first checkpoint is in it (`adaptmc.io.commit_output_dir`; with
+    ``force`` only then is an old run replaced); with ``resume``, the existing folder,
+    whose fingerprint must match. None without ``output_dir``."""
     if output_dir is None:
         if resume:
             raise ValueError("resume=True needs output_dir")
@@ -116,7 +118,7 @@ def open_run_dir(output_dir: str | Path | None, *, resume: bool, force: bool,
             (folder / io.CHUNKS).mkdir()
             io.write_json(folder / io.CONFIG, {"fingerprint": fingerprint, **(config or {})})
 
-        io.create_output_dir(run_dir, force=force, kind="run", populate=populate)
+        return io.stage_output_dir(run_dir, force=force, kind="run", populate=populate)
     return run_dir
 
 
