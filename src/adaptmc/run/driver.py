@@ -42,6 +42,7 @@ import numpy as np
 
 from adaptmc import io
 from adaptmc.kernels.base import Kernel
+from adaptmc.options import check_run_resources
 from adaptmc.run import callbacks, checks, store
 from adaptmc.run.compile_clock import compile_seconds
 from adaptmc.run.idata import describe_tuning, to_inference_data
@@ -193,6 +194,11 @@ def run(
     sizes = (num_super_transitions, gradient_budget, num_chains, num_warmup, adapt_until,
              seed, thin)
     _check_everything(target, kernel, params, tuner, objective, sizes, checkpoint_every)
+    check_run_resources(
+        chains=num_chains, dim=target.dim, itemsize=target.initial_position.dtype.itemsize,
+        draws_per_step=max(1, gradient_budget // kernel.cost(params) // thin),
+        super_transitions=num_super_transitions, checkpoint_every=checkpoint_every,
+        output_dir=output_dir)
     key_init, key_run = jax.random.split(jax.random.key(seed))
     positions = _starts(target, num_chains, initial_positions, initial_states, init_jitter,
                         key_init)
