@@ -33,6 +33,11 @@ DRAWS = "draws.nc"
 CHUNKS = "chunks"
 
 
+class WriteError(OSError):
+    """A file of a run folder could not be written; the message says what is kept and what
+    to do."""
+
+
 MARKER = ".adaptmc"  # written in every folder adaptmc creates: what --force may replace
 # what a run folder holds; anything else in one is a foreign file --force will not delete
 RUN_ENTRIES = {MARKER, CONFIG, CHECKPOINT, CHUNKS, DRAWS, "summary.txt"}

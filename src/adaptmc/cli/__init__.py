@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -277,6 +278,10 @@ def main(argv: list[str] | None = None) -> int:
 
             traceback.print_exc()
         print(f"adaptmc {args.command}: error: {error_line(err)}", file=sys.stderr)
+        if argv is None and getattr(err, "hdf5_broken", False):
+            sys.stdout.flush()  # the command's process after a failed netCDF write: HDF5
+            sys.stderr.flush()  # would crash closing the file at exit; the run folder is
+            os._exit(2)         # consistent and nothing is left to do
         return 2
 
 
@@ -304,6 +309,8 @@ def error_line(err: BaseException) -> str:
     text = " ".join(str(err).split()) or "(no message)"
     if isinstance(err, FileExistsError | FileNotFoundError | ValueError | TypeError) and \
             type(err).__module__ == "builtins" and not isinstance(err, UnicodeError):
+        return text
+    if type(err).__module__.startswith("adaptmc."):  # adaptmc's own errors say it all
         return text
     return f"{type(err).__name__}: {text} (--debug shows the traceback)"
 
