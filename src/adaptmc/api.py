@@ -21,6 +21,7 @@ from adaptmc.options import DECLARED, OptionError, check_options, check_resource
 from adaptmc.recipes import DEFAULT_RECIPE, Plan, build, check_plan
 from adaptmc.run import RunResult, default_positions, run, starting_positions
 from adaptmc.run.compile_clock import compile_seconds
+from adaptmc.run.faults import telling_target_errors
 
 
 def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
@@ -114,14 +115,15 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         from adaptmc.io import prepare_output_dir
 
         prepare_output_dir(output_dir, force=force)  # refuse before any work
-    made = _make_target(target, model_args, model_kwargs)
-    check_resources(options, made.dim, chains, output_dir,
-                    made.initial_position.dtype.itemsize)
-    plan = build(recipe, made, seed=seed, **options)
-    starts = None if init is None and init_jitter == 0.5 else \
-        np.asarray(starting_positions(made, chains, seed, init, init_jitter))
-    result = run_plan(made, plan, chains=chains, seed=seed, initial_positions=starts,
-                      output_dir=output_dir, force=force, thin=thin, progress=progress)
+    with telling_target_errors():
+        made = _make_target(target, model_args, model_kwargs)
+        check_resources(options, made.dim, chains, output_dir,
+                        made.initial_position.dtype.itemsize)
+        plan = build(recipe, made, seed=seed, **options)
+        starts = None if init is None and init_jitter == 0.5 else \
+            np.asarray(starting_positions(made, chains, seed, init, init_jitter))
+        result = run_plan(made, plan, chains=chains, seed=seed, initial_positions=starts,
+                          output_dir=output_dir, force=force, thin=thin, progress=progress)
     idata = result.idata
     idata.attrs["recipe"] = plan.name
     if progress:

@@ -40,7 +40,7 @@ class WriteError(OSError):
 
 MARKER = ".adaptmc"  # written in every folder adaptmc creates: what --force may replace
 # what a run folder holds; anything else in one is a foreign file --force will not delete
-RUN_ENTRIES = {MARKER, CONFIG, CHECKPOINT, CHUNKS, DRAWS, "summary.txt"}
+RUN_ENTRIES = {MARKER, CONFIG, CHECKPOINT, CHUNKS, DRAWS, "summary.txt", "failure.json"}
 RUN_SUFFIXES = (".png", ".pdf", ".svg", ".tmp")
 
 
@@ -392,6 +392,15 @@ def arrays_to_tree(prefix: str, arrays: dict[str, np.ndarray], template: Any) ->
 
 def chunk_path(run_dir: Path, index: int) -> Path:
     return Path(run_dir) / CHUNKS / f"{index:06d}.npz"
+
+
+def remove_temporaries(run_dir: Path) -> None:
+    """Delete the temporary files of writes a killed run left (`atomic_write`'s
+    ``.NAME.*.tmp``, the final ``draws.nc.tmp``) in the run folder and its chunks."""
+    for folder in (Path(run_dir), Path(run_dir) / CHUNKS):
+        for path in folder.glob("*.tmp") if folder.is_dir() else ():
+            if path.is_file() and (path.name.startswith(".") or path.name == DRAWS + ".tmp"):
+                path.unlink()
 
 
 def remove_chunks_from(run_dir: Path, first_stale: int) -> None:

@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:  # --help, or a refused command line (one line printed)
         return int(exit_.code or 0)
     try:
-        return COMMANDS[args.command](args)
+        return run_command(args)
     except KeyboardInterrupt:
         print(f"\ninterrupted; {interrupted_advice(args)}", file=sys.stderr)
         return 130
@@ -283,6 +283,16 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.flush()  # would crash closing the file at exit; the run folder is
             os._exit(2)         # consistent and nothing is left to do
         return 2
+
+
+def run_command(args) -> int:
+    """``COMMANDS[args.command](args)``; an exception of the user's log density raised
+    before the run (loading the target, its checks, the warm-up) is told as one
+    `adaptmc.run.faults.TargetError`, as one raised during the run is."""
+    from adaptmc.run.faults import telling_target_errors
+
+    with telling_target_errors():
+        return COMMANDS[args.command](args)
 
 
 def interrupted_advice(args) -> str:

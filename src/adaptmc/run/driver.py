@@ -43,7 +43,7 @@ import numpy as np
 from adaptmc import io
 from adaptmc.kernels.base import Kernel
 from adaptmc.options import check_run_resources
-from adaptmc.run import callbacks, checks, store
+from adaptmc.run import callbacks, checks, faults, store
 from adaptmc.run.compile_clock import compile_seconds
 from adaptmc.run.idata import describe_tuning, to_inference_data
 from adaptmc.run.loop import (
@@ -210,14 +210,24 @@ def run(
     setup = _Setup(target, kernel, params, tuner, objective, num_super_transitions,
                    gradient_budget, num_chains, num_warmup, adapt_until, thin,
                    checkpoint_every, key_run, run_dir, dict(attrs or {}), force)
-    try:  # a new run's folder (an old one it replaces) is in place only once checkpointed
-        state = _start(setup, positions, key_init, resume, initial_states)
-        state.staging = staged
-        state.total_grads += int(prior_grads) if state.start_index == 0 else 0
-        finished = _advance(setup, state, _make_loop(setup), progress, stop_after)
-    except BaseException:
-        io.discard_staged(staged)
-        raise
+    state = None
+    with faults.capture_callback_errors() as caught:
+        try:  # a new run's folder (an old one it replaces) is in place once checkpointed
+            state = _start(setup, positions, key_init, resume, initial_states)
+            state.staging = staged
+            state.total_grads += int(prior_grads) if state.start_index == 0 else 0
+            finished = _advance(setup, state, _make_loop(setup), progress, stop_after)
+        except Exception:
+            if not caught or state is None or run_dir is None:
+                io.discard_staged(staged)
+                raise
+            failure = faults.failed_run(caught, len(state.record["reward"]), run_dir,
+                                        state.staging, committed=state.staging is None)
+            io.discard_staged(staged)
+            raise failure from None
+        except BaseException:
+            io.discard_staged(staged)
+            raise
     io.discard_staged(state.staging)  # stopped (a test's stop_after) before any checkpoint
     if not finished:
         return RunResult(None, state.total_grads, time.perf_counter() - clocks[0],

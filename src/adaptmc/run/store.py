@@ -119,6 +119,7 @@ def open_run_dir(output_dir: str | Path | None, *, resume: bool, force: bool,
         if (run_dir / io.DRAWS).exists():
             raise ValueError(f"the run in {str(run_dir)!r} has finished (draws.nc is written): "
                              "nothing to resume")
+        io.remove_temporaries(run_dir)
     else:
         def populate(folder: Path) -> None:
             (folder / io.CHUNKS).mkdir()
