@@ -104,7 +104,7 @@ def _raising_objective(positions, stats, num_grads):
 
 @pytest.mark.parametrize("extra, message", [
     (["--tuner", "gp-ucb", "--box", "num_leapfrog=0:3"], "num_leapfrog must be"),
-    (["--tuner", "gp-ucb", "--adapt-until", "-5"], "adapt_until must"),
+    (["--tuner", "gp-ucb", "--adapt-until", "-5"], "--adapt-until: must be"),
     (["--tuner", "grid", "--grid", "step_size=0.1,x"], "with numbers"),
     (["--inverse-mass", "nan"], "inverse_mass"),
 ])
@@ -257,7 +257,7 @@ def test_a_user_target_raising_anything_is_one_line(tmp_path, monkeypatch, capsy
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--seed", str(2**70)], "--seed must be"),
+    (["--seed", str(2**70)], "--seed: must be"),
     (["--inverse-mass", "BROKEN"], "damaged"),
 ])
 def test_bad_values_are_one_line(tmp_path, capsys, extra, message):

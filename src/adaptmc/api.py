@@ -17,9 +17,11 @@ from typing import Any
 import jax
 import numpy as np
 
+from adaptmc.options import DECLARED, OptionError, check_options, check_resources, check_value
 from adaptmc.recipes import DEFAULT_RECIPE, Plan, build, check_plan
 from adaptmc.run import RunResult, default_positions, run, starting_positions
 from adaptmc.run.compile_clock import compile_seconds
+from adaptmc.run.faults import telling_target_errors
 
 
 def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
@@ -102,14 +104,26 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         The recipe's options (e.g. ``super_transitions``, ``budget``, ``tuner``,
         ``metric``); an option the recipe does not take is a `ValueError`.
     """
-    from adaptmc.targets import as_target
+    checked = check_sample_args(dict(recipe=recipe, chains=chains, seed=seed, thin=thin,
+                                     init_jitter=init_jitter, output_dir=output_dir,
+                                     force=force, progress=progress,
+                                     model_kwargs=model_kwargs, init=init), options)
+    chains, seed, thin, init_jitter, init = (checked[k] for k in (
+        "chains", "seed", "thin", "init_jitter", "init"))
+    options = checked["options"]
+    if output_dir is not None:
+        from adaptmc.io import prepare_output_dir
 
-    made = as_target(target, *model_args, **(model_kwargs or {}))
-    plan = build(recipe, made, seed=seed, **options)
-    starts = None if init is None and init_jitter == 0.5 else \
-        np.asarray(starting_positions(made, chains, seed, init, init_jitter))
-    result = run_plan(made, plan, chains=chains, seed=seed, initial_positions=starts,
-                      output_dir=output_dir, force=force, thin=thin, progress=progress)
+        prepare_output_dir(output_dir, force=force)  # refuse before any work
+    with telling_target_errors():
+        made = _make_target(target, model_args, model_kwargs)
+        check_resources(options, made.dim, chains, output_dir,
+                        made.initial_position.dtype.itemsize)
+        plan = build(recipe, made, seed=seed, **options)
+        starts = None if init is None and init_jitter == 0.5 else \
+            np.asarray(starting_positions(made, chains, seed, init, init_jitter))
+        result = run_plan(made, plan, chains=chains, seed=seed, initial_positions=starts,
+                          output_dir=output_dir, force=force, thin=thin, progress=progress)
     idata = result.idata
     idata.attrs["recipe"] = plan.name
     if progress:
@@ -117,6 +131,72 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
 
         print(format_summary(idata))
     return idata
+
+
+def check_sample_args(args: dict, options: dict) -> dict:
+    """`sample`'s keywords checked by their declarations (`adaptmc.options`), each bad
+    one an `OptionError` naming it; returns them (``options``: the recipe's) as checked."""
+    from adaptmc.recipes import RECIPES
+
+    if not isinstance(args["recipe"], str) or args["recipe"] not in RECIPES:
+        raise OptionError("recipe", f"must be one of {', '.join(RECIPES)}, got "
+                          f"{args['recipe']!r}")
+    out = dict(args)
+    for name in ("chains", "seed", "thin", "init_jitter"):
+        out[name] = check_value(DECLARED[name], args[name])
+    for name in ("force", "progress"):
+        if not isinstance(args[name], bool | np.bool_):
+            raise OptionError(name, f"must be True or False, got {args[name]!r}")
+    if args["output_dir"] is not None and not isinstance(args["output_dir"], str | Path):
+        raise OptionError("output_dir", f"must be a folder's path, got {args['output_dir']!r}")
+    if args["model_kwargs"] is not None and not isinstance(args["model_kwargs"], dict):
+        raise OptionError("model_kwargs", "must be a dict of the model's keyword arguments")
+    out["init"] = _check_init(args["init"])
+    out["options"] = check_options(options)
+    return out
+
+
+def _check_init(init):
+    """``init`` as a float array (None stays None), or `OptionError` naming it."""
+    if init is None:
+        return None
+    if isinstance(init, str | bytes | dict):
+        raise OptionError("init", "must be an array of numbers, the unconstrained point "
+                          f"(dim,) or points (chains, dim), got a {type(init).__name__}")
+    try:
+        values = np.asarray(init, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise OptionError("init", f"must be an array of numbers ({err})") from None
+    if not np.all(np.isfinite(values)):
+        raise OptionError("init", "must hold finite numbers")
+    return values
+
+
+def _make_target(target, model_args: tuple, model_kwargs: dict | None):
+    """`adaptmc.targets.as_target`, saying what is missing when a model function's data
+    was not passed."""
+    import inspect
+
+    from adaptmc.targets import as_target
+
+    try:
+        return as_target(target, *model_args, **(model_kwargs or {}))
+    except (ValueError, TypeError) as err:
+        if not callable(target) or model_args or model_kwargs:
+            raise
+        try:
+            needed = [p.name for p in inspect.signature(target).parameters.values()
+                      if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
+                                                             p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            raise err from None
+        if not needed:
+            raise
+        raise ValueError(
+            f"target: the model {getattr(target, '__name__', 'function')}"
+            f"({', '.join(needed)}) was called without its data; pass it after the model, "
+            f"adaptmc.sample(model, {', '.join(needed)}, ...), or as model_kwargs "
+            f"({err})") from None
 
 
 def _jsonable(value):

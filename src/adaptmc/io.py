@@ -33,9 +33,14 @@ DRAWS = "draws.nc"
 CHUNKS = "chunks"
 
 
+class WriteError(OSError):
+    """A file of a run folder could not be written; the message says what is kept and what
+    to do."""
+
+
 MARKER = ".adaptmc"  # written in every folder adaptmc creates: what --force may replace
 # what a run folder holds; anything else in one is a foreign file --force will not delete
-RUN_ENTRIES = {MARKER, CONFIG, CHECKPOINT, CHUNKS, DRAWS, "summary.txt"}
+RUN_ENTRIES = {MARKER, CONFIG, CHECKPOINT, CHUNKS, DRAWS, "summary.txt", "failure.json"}
 RUN_SUFFIXES = (".png", ".pdf", ".svg", ".tmp")
 
 
@@ -117,35 +122,53 @@ def _describe_entries(path: Path) -> str:
 
 def create_output_dir(path: str | os.PathLike, force: bool = False, kind: str = "output",
                       populate=None) -> Path:
-    """Create the output folder ``path`` (checked again with `prepare_output_dir`), with its
-    marker and what ``populate(folder)`` writes, all in a temporary sibling renamed into
-    place; with ``force`` an existing adaptmc folder is replaced only at that rename (moved
-    aside first, then deleted). An existing empty folder is filled in place."""
+    """Create the output folder ``path`` at once: `stage_output_dir` then
+    `commit_output_dir` (for outputs with nothing to run first)."""
+    return commit_output_dir(stage_output_dir(path, force, kind, populate), path, force)
+
+
+def stage_output_dir(path: str | os.PathLike, force: bool = False, kind: str = "output",
+                     populate=None) -> Path:
+    """Check ``path`` (`prepare_output_dir`) and make its contents (the marker and what
+    ``populate(folder)`` writes) in a new temporary sibling ``.NAME.new-*``, returned;
+    ``path`` itself is not touched until `commit_output_dir` (or the sibling is dropped
+    with `discard_staged`), so a run that fails before its first checkpoint leaves the
+    disk as it was."""
     path = prepare_output_dir(path, force=force)
-    if path.is_dir():
-        if not any(path.iterdir()):
-            _fill(path, kind, populate)
-            return path
-        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.new-"))
-        try:
-            _fill(tmp, kind, populate)
-            trash = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.old-"))
-            os.replace(path, trash / path.name)
-            os.replace(tmp, path)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        shutil.rmtree(trash, ignore_errors=True)
-        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.new-"))
     try:
         _fill(tmp, kind, populate)
-        os.rename(tmp, path)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard_staged(tmp)
         raise
+    return tmp
+
+
+def commit_output_dir(staged: Path, path: str | os.PathLike, force: bool = False) -> Path:
+    """Put the staged folder ``staged`` in place as ``path`` (checked again): renamed when
+    ``path`` is absent; moved in entry by entry when it is an empty folder (possibly the
+    current one); with ``force``, an existing adaptmc folder is moved aside, replaced by
+    the rename and only then deleted."""
+    path = prepare_output_dir(path, force=force)
+    if not path.exists():
+        os.rename(staged, path)
+    elif not any(path.iterdir()):
+        for entry in staged.iterdir():
+            os.replace(entry, path / entry.name)
+        staged.rmdir()
+    else:
+        trash = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.old-"))
+        os.replace(path, trash / path.name)
+        os.replace(staged, path)
+        shutil.rmtree(trash, ignore_errors=True)
     return path
+
+
+def discard_staged(staged: Path | None) -> None:
+    """Delete a staged folder of `stage_output_dir` that was never committed."""
+    if staged is not None and staged.name.startswith(".") and ".new-" in staged.name:
+        shutil.rmtree(staged, ignore_errors=True)
 
 
 def _fill(folder: Path, kind: str, populate) -> None:
@@ -369,6 +392,15 @@ def arrays_to_tree(prefix: str, arrays: dict[str, np.ndarray], template: Any) ->
 
 def chunk_path(run_dir: Path, index: int) -> Path:
     return Path(run_dir) / CHUNKS / f"{index:06d}.npz"
+
+
+def remove_temporaries(run_dir: Path) -> None:
+    """Delete the temporary files of writes a killed run left (`atomic_write`'s
+    ``.NAME.*.tmp``, the final ``draws.nc.tmp``) in the run folder and its chunks."""
+    for folder in (Path(run_dir), Path(run_dir) / CHUNKS):
+        for path in folder.glob("*.tmp") if folder.is_dir() else ():
+            if path.is_file() and (path.name.startswith(".") or path.name == DRAWS + ".tmp"):
+                path.unlink()
 
 
 def remove_chunks_from(run_dir: Path, first_stale: int) -> None:

@@ -20,6 +20,15 @@ def load_object(spec: str, what: str) -> Any:
         sys.path.append(os.getcwd())  # the user's module in the current folder, as `python -m`
     try:
         module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name is None or not module_name.startswith(err.name):
+            raise ValueError(f"cannot import module {module_name!r} for {what} {spec!r}: "
+                             f"{err}") from err
+        raise ValueError(
+            f"cannot import module {module_name!r} for {what} {spec!r}: no module "
+            f"{err.name!r} in the current folder ({os.getcwd()}) or the installed packages; "
+            f"run from the folder that holds {err.name.replace('.', '/')}.py, add that "
+            "folder to PYTHONPATH, or install it") from err
     except ImportError as err:
         raise ValueError(
             f"cannot import module {module_name!r} for {what} {spec!r}: {err}"

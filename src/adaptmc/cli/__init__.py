@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -27,17 +28,23 @@ def cmd_sample(args, resume: bool = False) -> int:
         use_compile_cache()
     from adaptmc.api import run_plan
     from adaptmc.diagnostics import format_summary
+    from adaptmc.options import check_resources
     from adaptmc.recipes import build
     from adaptmc.targets import get_target
 
-    if not 0 <= args.seed < 2**63:
-        raise ValueError(f"--seed must be an integer in [0, 2**63), got {args.seed}")
     if not resume:
         from adaptmc.io import prepare_output_dir
 
         prepare_output_dir(args.out, force=args.force)  # fail before any work
+    options = recipe_options(args)
     target = get_target(args.target)
-    plan = build(args.recipe, target, **recipe_options(args))
+    _check_precision(args, target)
+    check_resources(options, target.dim, args.chains, args.out,
+                    target.initial_position.dtype.itemsize)
+    if args.chains == 1:
+        print("note: one chain: R-hat compares chains and needs at least 2 (--chains); it "
+              "is not computed", file=sys.stderr)
+    plan = build(args.recipe, target, **options)
     starts = _starts(args, target)
     if plan.kernel.name.startswith(("gadmala", "gadrwm")) and args.step_size is None:
         print(f"initial factor L = {float(plan.params.step_size):.3g} I (Hoffman & Gelman's "
@@ -60,6 +67,19 @@ def cmd_sample(args, resume: bool = False) -> int:
             print(f"plot: {path}")
     print(f"\nrun folder: {args.out} (draws.nc, summary.txt, config.json)")
     return 0
+
+
+def _check_precision(args, target) -> None:
+    """``--float32`` is refused where the target's module turned float64 on (JAX's
+    ``jax_enable_x64``) or the target computes in float64: the run would not be single
+    precision."""
+    import jax
+
+    if args.float32 and (jax.config.read("jax_enable_x64")
+                         or target.initial_position.dtype.itemsize > 4):
+        raise ValueError(f"--float32: the target {args.target!r} turns on float64 (its module "
+                         "sets jax_enable_x64, or its arrays are float64); drop --float32, or "
+                         "remove that setting from the module")
 
 
 def _starts(args, target):
@@ -137,6 +157,7 @@ def cmd_resume(args) -> int:
                 "from your environment) or --trust-code (code shipped in a folder you "
                 "received can do anything)")
     defaults = vars(build_parser().parse_args(["sample", "--target", "x", "--out", "x"]))
+    _check_saved(args.run_dir, saved, defaults)
     sample_args = argparse.Namespace(**{**defaults, **saved})
     sample_args.out = args.run_dir
     sample_args.no_progress = args.no_progress
@@ -145,11 +166,34 @@ def cmd_resume(args) -> int:
     return cmd_sample(sample_args, resume=True)
 
 
+def _check_saved(run_dir: str, saved: dict, defaults: dict) -> None:
+    """The options a run folder's config.json recorded, checked as the command line's are
+    (`adaptmc.options`): a bad value names the file and the field."""
+    from adaptmc.options import DECLARED, OptionError, check_value
+    from adaptmc.recipes import RECIPES
+
+    where = f"{str(Path(run_dir) / 'config.json')!r} is damaged"
+    try:
+        for name, value in saved.items():
+            if name in DECLARED:
+                check_value(DECLARED[name], value)
+            elif name in ("target", "recipe", "out") and not isinstance(value, str):
+                raise OptionError(name, f"must be a string, got {value!r}")
+            elif isinstance(defaults.get(name), bool) and not isinstance(value, bool):
+                raise OptionError(name, f"must be true or false, got {value!r}")
+    except OptionError as err:
+        raise ValueError(f"{where}: cli.{err}") from None
+    if saved["recipe"] not in RECIPES:
+        raise ValueError(f"{where}: cli.recipe {saved['recipe']!r} is not a recipe")
+
+
 def cmd_summary(args) -> int:
     from adaptmc.diagnostics import format_summary
     from adaptmc.run.store import read_draws
 
     path = Path(args.run_dir) / "draws.nc"
+    if not Path(args.run_dir).is_dir():
+        raise FileNotFoundError(f"run folder {args.run_dir!r} does not exist")
     if not path.is_file():
         raise FileNotFoundError(
             f"{str(path)!r} not found: the run has not finished (try `adaptmc resume "
@@ -180,11 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     the user's target or objective, data files, the file system) is one line with its cause
     and exit status 2; ``--debug`` shows the traceback."""
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help, or a refused command line (one line printed)
+        return int(exit_.code or 0)
+    try:
+        return run_command(args)
     except KeyboardInterrupt:
-        print("\ninterrupted; resume with `adaptmc resume RUN_DIR`", file=sys.stderr)
+        print(f"\ninterrupted; {interrupted_advice(args)}", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001 - the boundary: every error becomes one line
         if getattr(args, "debug", False):
@@ -192,15 +239,49 @@ def main(argv: list[str] | None = None) -> int:
 
             traceback.print_exc()
         print(f"adaptmc {args.command}: error: {error_line(err)}", file=sys.stderr)
+        if argv is None and getattr(err, "hdf5_broken", False):
+            sys.stdout.flush()  # the command's process after a failed netCDF write: HDF5
+            sys.stderr.flush()  # would crash closing the file at exit; the run folder is
+            os._exit(2)         # consistent and nothing is left to do
         return 2
+
+
+def run_command(args) -> int:
+    """``COMMANDS[args.command](args)``; an exception of the user's log density raised
+    before the run (loading the target, its checks, the warm-up) is told as one
+    `adaptmc.run.faults.TargetError`, as one raised during the run is."""
+    from adaptmc.run.faults import telling_target_errors
+
+    with telling_target_errors():
+        return COMMANDS[args.command](args)
+
+
+def interrupted_advice(args) -> str:
+    """What to do after Ctrl-C: resume only a run folder holding this run's checkpoint."""
+    folder = getattr(args, "run_dir", None) or getattr(args, "out", None)
+    if args.command not in ("sample", "resume") or folder is None:
+        return "nothing to resume"
+    path = Path(folder)
+    if (path / "checkpoint.npz").is_file() and not (path / "draws.nc").exists():
+        return f"resume with `adaptmc resume {folder}`"
+    if args.command == "sample" and (path / "draws.nc").exists():
+        return (f"stopped before the new run's first checkpoint: {folder} still holds the "
+                "previous run")
+    return f"stopped before the first checkpoint: nothing was written to {folder}"
 
 
 def error_line(err: BaseException) -> str:
     """One line saying what went wrong: the message of the errors adaptmc raises on purpose,
     the exception's type and message for anything else (the user's code, a library)."""
+    from adaptmc.options import OptionError
+
+    if isinstance(err, OptionError):
+        return err.flag_message()
     text = " ".join(str(err).split()) or "(no message)"
     if isinstance(err, FileExistsError | FileNotFoundError | ValueError | TypeError) and \
             type(err).__module__ == "builtins" and not isinstance(err, UnicodeError):
+        return text
+    if type(err).__module__.startswith("adaptmc."):  # adaptmc's own errors say it all
         return text
     return f"{type(err).__name__}: {text} (--debug shows the traceback)"
 

@@ -11,11 +11,19 @@ COMPILE_CACHE_HELP = ("compile every program afresh (default: keep compiled prog
                       "same model and sizes run again)")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, whose refusal of a command line is one line (the usage is in ``--help``)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the "
+                     "options)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="adaptmc", description="Self-tuning MCMC: HMC, MALA and RWM with online tuners."
     )
-    debug = argparse.ArgumentParser(add_help=False)
+    debug = Parser(add_help=False)
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="show the traceback of an error")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
@@ -24,12 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
     def add(name, **kwargs):
         return sub.add_parser(name, parents=[debug], **kwargs)
 
-    sample = add("sample", help="run chains on a target and write a run folder")
+    sample = add("sample", help="run chains on a target and write a run folder",
+                 usage="adaptmc sample --target NAME --out DIR [--recipe NAME] [options]")
     add_sample_arguments(sample)
 
     resume = add("resume", help="continue a checkpointed run folder")
-    resume.add_argument("run_dir")
-    resume.add_argument("--no-progress", action="store_true")
+    resume.add_argument("run_dir", help="the run folder (its config.json says what to run)")
+    resume.add_argument("--no-progress", action="store_true", help="no progress bar")
     resume.add_argument("--no-compile-cache", action="store_true", help=COMPILE_CACHE_HELP)
     resume.add_argument("--trust-code", action="store_true",
                         help="import the module:function the run folder's config.json names "
@@ -40,145 +49,109 @@ def build_parser() -> argparse.ArgumentParser:
                         help="confirm the run's module:function objective by naming it")
 
     summ = add("summary", help="print the summary of a finished run folder")
-    summ.add_argument("run_dir")
-    summ.add_argument("--rows", type=int, default=12, help="parameters to show")
+    summ.add_argument("run_dir", help="a finished run folder (holding draws.nc)")
+    summ.add_argument("--rows", type=_rows, default=12, metavar="N",
+                      help="parameters to show (N >= 1; default 12)")
 
     add("targets", help="list the built-in targets")
 
     return parser
 
 
+def _rows(text: str) -> int:
+    try:
+        rows = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if rows < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {rows}")
+    return rows
+
+
 def add_sample_arguments(p: argparse.ArgumentParser) -> None:
-    """Options of ``adaptmc sample``: the recipe's (default None: the recipe's default;
-    an option the recipe does not take is refused) and the run's."""
-    from adaptmc.kernels import KERNELS
-    from adaptmc.recipes import DEFAULT_RECIPE, RECIPES, TUNER_CHOICES
+    """Options of ``adaptmc sample``, generated from their declarations
+    (`adaptmc.options`): the run's, then the recipes' (default: the recipe's; an option the
+    recipe does not take is refused)."""
+    from adaptmc.options import ADAPTIVE, MANUAL, RECIPE_OPTIONS, RUN_OPTIONS
+    from adaptmc.recipes import DEFAULT_RECIPE, RECIPES
 
-    p.add_argument("--target", required=True,
-                   help="built-in target name (see `adaptmc targets`) or module:function")
-    p.add_argument("--recipe", default=DEFAULT_RECIPE, choices=sorted(RECIPES),
-                   help="a named sampler of adaptmc.recipes (default adaptive-hmc: NUTS "
-                        "warm-up, then a bandit over HMC's (eps, L) in a box measured on the "
-                        "target; adaptive-portfolio: the same warm-up, then adaptive HMC or "
-                        "gadMALA, whichever wins a trial; manual: any --kernel with any "
-                        "--tuner)")
-    recipe = p.add_argument_group("recipe options (default: the recipe's)")
-    _add_adaptive_hmc_options(recipe)
-    recipe.add_argument("--kernel", default=None, choices=sorted(KERNELS),
-                        help="kernels with in-step adaptation (gadmala, gadrwm, am, mala-da, "
-                             "hmc-da, ...) adapt during --warmup, then freeze")
-    recipe.add_argument("--keep-adapting", type=float, default=None, metavar="DECAY",
-                        help="gadmala/gadrwm: after warm-up keep adapting with the learning "
-                             "rate decaying as (1 + t)^-DECAY instead of freezing")
-    recipe.add_argument("--step-size", type=float, default=None, help="eps")
-    recipe.add_argument("--num-leapfrog", type=int, default=None, help="L, HMC only")
-    recipe.add_argument("--refresh-angle", type=float, default=None,
-                        help="partial momentum refreshment angle theta in (0, pi/2] (HMC)")
-    recipe.add_argument("--jitter", type=float, default=None,
-                        help="step-size jitter j in [0, 1) (HMC)")
-    recipe.add_argument("--inverse-mass", default=None,
-                        help="inverse mass: a number, or a .npy file holding a vector or matrix")
-    recipe.add_argument("--super-transitions", type=int, default=None,
-                        help="number of super-transitions")
-    recipe.add_argument("--budget", type=int, default=None,
-                        help="gradient evaluations per chain per super-transition (S)")
-    recipe.add_argument("--warmup", type=int, default=None, help="warm-up super-transitions")
-    recipe.add_argument("--adapt-until", type=int, default=None,
-                        help="freeze the tuner's best setting after this many "
-                             "super-transitions")
-    recipe.add_argument("--tuner", default=None, choices=TUNER_CHOICES)
-    recipe.add_argument("--grid", action="append", default=None, metavar="NAME=V1,V2,...",
-                        help="values for the grid tuner, e.g. --grid step_size=0.1,0.2")
-    recipe.add_argument("--box", action="append", default=None, metavar="NAME=LOW:HIGH",
-                        help="search box of a bandit tuner, e.g. --box step_size=0.01:1 "
-                             "--box num_leapfrog=1:100 (the defaults for HMC)")
-    recipe.add_argument("--schedule", default=None,
-                        choices=("exp", "poly", "geometric", "constant"),
-                        help="adoption-probability schedule of a bandit tuner (default: exp "
-                             "for gp-ucb, hedge and sir, geometric for parametric, constant "
-                             "for random)")
-    recipe.add_argument("--anneal-rate", type=float, default=None,
-                        help="the schedule's parameter: lambda of exp(-lambda (i-1)) (default "
-                             "0.05), gamma of i^-gamma (0.5), rate of rate^(i-1) (0.99), p (1)")
-    recipe.add_argument("--target-accept", type=float, default=None,
-                        help="target acceptance rate of dual averaging")
-    recipe.add_argument("--objective", default=None,
-                        help="esjd, esjd-sqrt-l, chees, ess-lag1, autocorrelation, min-ess, "
-                             "or module:function for your own reward (positions, stats, "
-                             "num_grads) -> float (adaptive-hmc: ess-lag1)")
-    recipe.add_argument("--max-divergence-rate", type=float, default=None,
-                        help="manual: a super-transition fails only when more than this "
-                             "fraction of its steps diverged (default 0: any divergence; "
-                             "for RMHMC/MSD, whose non-converged fixed points are rare, "
-                             "exactly rejected divergences)")
-    recipe.add_argument("--adapt-mass", choices=("diag", "dense"), default=None,
-                        help="estimate the inverse mass matrix during the warm-up, with the "
-                             "step size; the tuner takes over after it (for adaptive-hmc and "
-                             "hmc-grid this is --metric)")
-    recipe.add_argument("--mass-warmup", type=int, default=None,
-                        help="super-transitions of mass adaptation (default: all of --warmup "
-                             "in manual); the rest of the warm-up lets the tuner explore")
-    _add_run_options(p)
+    run = p.add_argument_group("run options")
+    run.add_argument("--target", required=True, metavar="NAME|MODULE:FUNCTION",
+                     help="a built-in target (`adaptmc targets`) or module:function "
+                          "returning a target (the module importable from here)")
+    run.add_argument("--recipe", default=DEFAULT_RECIPE, choices=sorted(RECIPES),
+                     help="the sampler (default adaptive-hmc: NUTS warm-up, then a bandit "
+                          "over HMC's (eps, L); adaptive-portfolio: adaptive HMC or "
+                          "gadMALA, whichever wins a trial; manual: any --kernel with any "
+                          "--tuner)")
+    run.add_argument("--out", required=True, metavar="DIR", help="run folder to write")
+    run.add_argument("--force", action="store_true",
+                     help="replace an existing run folder (once the new run's first "
+                          "checkpoint is written)")
+    for option in RUN_OPTIONS:
+        add_declared(run, option)
+    run.add_argument("--init", default=None, metavar="FILE",
+                     help="starting point(s), unconstrained: a .npy, .json or text file "
+                          "holding a (dim,) point (jittered by --init-jitter) or a "
+                          "(chains, dim) array")
+    run.add_argument("--float32", action="store_true",
+                     help="single precision (default: float64)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--no-compile-cache", action="store_true", help=COMPILE_CACHE_HELP)
+    titles = {ADAPTIVE: "adaptive-hmc and adaptive-portfolio options",
+              MANUAL: "manual options (also bandit-hmc, gradient-adaptive, hmc-da, "
+                      "hmc-grid where they take them)"}
+    for group, title in titles.items():
+        section = p.add_argument_group(title)
+        for option in RECIPE_OPTIONS:
+            if option.group == group:
+                add_declared(section, option)
 
 
-def _add_run_options(p: argparse.ArgumentParser) -> None:
-    """The run-level options of ``adaptmc sample`` (any recipe)."""
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--chains", type=int, default=4)
-    p.add_argument("--thin", type=int, default=None,
-                   help="keep every n-th draw (default: the recipe's, 1 unless it caps draws)")
-    p.add_argument("--out", required=True, help="run folder to write")
-    p.add_argument("--force", action="store_true", help="overwrite an existing run folder")
-    p.add_argument("--checkpoint-every", type=int, default=10,
-                   help="super-transitions between checkpoints")
-    p.add_argument("--init", default=None, metavar="FILE",
-                   help="starting point(s) in the target's unconstrained space: a .npy, .json "
-                        "or whitespace-separated text file holding a (dim,) point (jittered "
-                        "per chain by --init-jitter) or a (chains, dim) array (used as is)")
-    p.add_argument("--init-jitter", type=float, default=0.5, metavar="J",
-                   help="each chain starts at the point plus U(-J, J) per coordinate "
-                        "(default 0.5; 0: every chain at the point)")
-    p.add_argument("--float32", action="store_true", help="single precision (default: float64)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--no-compile-cache", action="store_true", help=COMPILE_CACHE_HELP)
+def add_declared(group, option) -> None:
+    """The flag of a declared option: its text parsed and checked by the declaration
+    (a bad value is argparse's one-line error naming the flag)."""
+    from adaptmc.options import OptionError, flag, parse_text
+
+    def parse(text: str):
+        try:
+            return parse_text(option, text)
+        except OptionError as err:
+            raise argparse.ArgumentTypeError(err.problem) from None
+
+    kwargs = {"default": option.default,
+              "metavar": option.metavar or {"int": "N", "float": "X"}.get(option.kind)}
+    notes = []
+    if option.kind == "choice":
+        choices = option.allowed()
+        kwargs.update(choices=choices, metavar="NAME" if len(choices) > 4 else None)
+        if len(choices) > 4:
+            notes.append(f"one of {', '.join(choices)}")
+    elif option.kind == "value":
+        kwargs["action"] = "append" if option.name in ("grid", "box") else "store"
+    else:
+        kwargs["type"] = parse
+        notes.append(short_range(option))
+    if option.default is not None:
+        notes.append(f"default {option.default}")
+    text = option.help + (f" ({'; '.join(notes)})" if notes else "")
+    group.add_argument(flag(option.name), help=text, **kwargs)
 
 
-def _add_adaptive_hmc_options(group) -> None:
-    group.add_argument("--metric", default=None, choices=("auto", "diag", "dense", "low-rank"),
-                       help="adaptive-hmc: the metric (auto: dense or low-rank-plus-diagonal "
-                            "when the warm-up's draws are strongly correlated)")
-    group.add_argument("--warmup-steps", type=int, default=None,
-                       help="adaptive-hmc: NUTS warm-up transitions per chain (default 500)")
-    group.add_argument("--tuning", type=int, default=None,
-                       help="adaptive-hmc: bandit super-transitions before freezing, at most "
-                            "(default 12; the stop rule may end tuning earlier)")
-    group.add_argument("--stop-rule", default=None, choices=("ucb-lcb", "ucb", "ei"),
-                       help="adaptive-hmc: what may end tuning early: the GP's regret bound "
-                            "(ucb-lcb, default), the lead of its most optimistic setting over "
-                            "the frozen one (ucb) or its largest expected improvement (ei)")
-    group.add_argument("--stop-tolerance", type=float, default=None, metavar="FRACTION",
-                       help="adaptive-hmc: end tuning once the stop rule's measure is at most "
-                            "this fraction of the frozen setting's reward (default 0.1, 0.01 "
-                            "for ei; 0: off, always --tuning super-transitions)")
-    group.add_argument("--draws", type=int, default=None,
-                       help="adaptive-hmc: about this many draws' worth of gradients per chain "
-                            "in sampling (default 1000)")
-    group.add_argument("--max-draws", type=int, default=None,
-                       help="adaptive-hmc: kept draws per chain at most, by thinning")
-    group.add_argument("--audition", type=int, default=None,
-                       help="adaptive-portfolio: frozen super-transitions ending each "
-                            "kernel's trial, on which it is scored (default 4)")
+def short_range(option) -> str:
+    """``N >= 1``, ``X in (0, 1]``: the range of a declared number, for its help."""
+    from adaptmc.options import MAX_COUNT, describe_range
+
+    name = kwargs_metavar = option.metavar or ("N" if option.kind == "int" else "X")
+    if option.high is not None and option.high >= MAX_COUNT and option.low is not None:
+        return f"{kwargs_metavar} >= {option.low}"
+    return f"{name} in " + describe_range(option).split(" in ", 1)[1]
 
 
-RECIPE_FLAGS = (
-    "metric", "warmup_steps", "tuning", "stop_rule", "stop_tolerance", "draws", "max_draws",
-    "audition", "kernel",
-    "keep_adapting",
-    "step_size", "num_leapfrog", "refresh_angle", "jitter", "inverse_mass",
-    "super_transitions", "budget", "warmup", "adapt_until", "tuner", "grid", "box",
-    "schedule", "anneal_rate", "target_accept", "objective", "adapt_mass", "mass_warmup",
-    "max_divergence_rate",
-)
+def recipe_flags() -> tuple[str, ...]:
+    from adaptmc.options import RECIPE_OPTIONS
+
+    return tuple(o.name for o in RECIPE_OPTIONS)
 
 
 def recipe_options(args) -> dict:
@@ -186,7 +159,7 @@ def recipe_options(args) -> dict:
     (``--adapt-mass`` is the ``metric`` of recipes that take one); the seed is passed too."""
     from adaptmc.recipes import recipe_options as accepted
 
-    given = {name: getattr(args, name, None) for name in RECIPE_FLAGS}
+    given = {name: getattr(args, name, None) for name in recipe_flags()}
     given = {name: value for name, value in given.items() if value is not None}
     if "inverse_mass" in given:
         given["inverse_mass"] = _inverse_mass(given["inverse_mass"])

@@ -11,13 +11,11 @@ import jax
 from adaptmc import tuners
 from adaptmc.kernels import KERNELS, Kernel, hmc
 from adaptmc.objectives import OBJECTIVES
+from adaptmc.options import BANDIT_TUNERS, TUNER_CHOICES  # noqa: F401 (declared there)
 from adaptmc.recipes.plan import MIN_DRAWS
 from adaptmc.spec import load_object
 from adaptmc.targets.base import Target
 from adaptmc.tuners.base import Tuner
-
-BANDIT_TUNERS = ("gp-ucb", "parametric", "hedge", "sir", "random")
-TUNER_CHOICES = ("fixed", "grid", *BANDIT_TUNERS, "dual-averaging")
 
 
 def hmc_box(step_size: tuple[float, float] = (0.01, 1.0),

@@ -42,7 +42,8 @@ import numpy as np
 
 from adaptmc import io
 from adaptmc.kernels.base import Kernel
-from adaptmc.run import callbacks, checks, store
+from adaptmc.options import check_run_resources
+from adaptmc.run import callbacks, checks, faults, store
 from adaptmc.run.compile_clock import compile_seconds
 from adaptmc.run.idata import describe_tuning, to_inference_data
 from adaptmc.run.loop import (
@@ -109,6 +110,7 @@ class _Setup:
     key: Any
     run_dir: Path | None
     attrs: dict = field(default_factory=dict)
+    force: bool = False
 
 
 @dataclass
@@ -126,6 +128,7 @@ class _Progress:
     frozen: dict | None = None  # the tuner's best setting, computed once adaptation stops
     adapt_stop: int | None = None  # where the tuner's ``done`` ended adaptation, if it did
     params: Any = None  # the kernel's parameters of the last super-transition run
+    staging: Path | None = None  # a new run's folder until its first checkpoint is in place
 
 
 def run(
@@ -191,19 +194,41 @@ def run(
     sizes = (num_super_transitions, gradient_budget, num_chains, num_warmup, adapt_until,
              seed, thin)
     _check_everything(target, kernel, params, tuner, objective, sizes, checkpoint_every)
+    check_run_resources(
+        chains=num_chains, dim=target.dim, itemsize=target.initial_position.dtype.itemsize,
+        draws_per_step=max(1, gradient_budget // kernel.cost(params) // thin),
+        super_transitions=num_super_transitions, checkpoint_every=checkpoint_every,
+        output_dir=output_dir)
     key_init, key_run = jax.random.split(jax.random.key(seed))
     positions = _starts(target, num_chains, initial_positions, initial_states, init_jitter,
                         key_init)
-    run_dir = store.open_run_dir(
+    written = store.open_run_dir(
         output_dir, resume=resume, force=force, config=config,
         fingerprint=store.fingerprint(target, kernel, params, tuner, *sizes, objective))
+    run_dir = None if output_dir is None else Path(output_dir)
+    staged = None if written == run_dir else written
     setup = _Setup(target, kernel, params, tuner, objective, num_super_transitions,
                    gradient_budget, num_chains, num_warmup, adapt_until, thin,
-                   checkpoint_every, key_run, run_dir, dict(attrs or {}))
-    state = _start(setup, positions, key_init, resume, initial_states)
-    state.total_grads += int(prior_grads) if state.start_index == 0 else 0
-    loop = _make_loop(setup)
-    finished = _advance(setup, state, loop, progress, stop_after)
+                   checkpoint_every, key_run, run_dir, dict(attrs or {}), force)
+    state = None
+    with faults.capture_callback_errors() as caught:
+        try:  # a new run's folder (an old one it replaces) is in place once checkpointed
+            state = _start(setup, positions, key_init, resume, initial_states)
+            state.staging = staged
+            state.total_grads += int(prior_grads) if state.start_index == 0 else 0
+            finished = _advance(setup, state, _make_loop(setup), progress, stop_after)
+        except Exception:
+            if not caught or state is None or run_dir is None:
+                io.discard_staged(staged)
+                raise
+            failure = faults.failed_run(caught, len(state.record["reward"]), run_dir,
+                                        state.staging, committed=state.staging is None)
+            io.discard_staged(staged)
+            raise failure from None
+        except BaseException:
+            io.discard_staged(staged)
+            raise
+    io.discard_staged(state.staging)  # stopped (a test's stop_after) before any checkpoint
     if not finished:
         return RunResult(None, state.total_grads, time.perf_counter() - clocks[0],
                          compile_seconds() - clocks[1], run_dir, state.states, state.params)
@@ -445,11 +470,17 @@ def _record(setup: _Setup, state: _Progress, step_params, values: dict) -> None:
 
 
 def _checkpoint(setup: _Setup, state: _Progress, next_index: int) -> None:
+    """Write a checkpoint; the first of a new run puts its staged folder in place (and only
+    then replaces the folder ``force`` allowed replacing)."""
     state.num_chunks = store.write_checkpoint(
-        setup.run_dir, state.pending, state.num_chunks, next_index, state.total_grads,
-        state.states, state.tuner_state, state.record, setup.key, state.adapt_stop,
+        state.staging or setup.run_dir, state.pending, state.num_chunks, next_index,
+        state.total_grads, state.states, state.tuner_state, state.record, setup.key,
+        state.adapt_stop,
     )
     state.pending = []  # on disk now: memory holds one chunk of draws at most
+    if state.staging is not None:
+        io.commit_output_dir(state.staging, setup.run_dir, force=setup.force)
+        state.staging = None
 
 
 def _finish(setup: _Setup, state: _Progress, clocks: tuple[float, float],

@@ -10,7 +10,13 @@ key), drops chunks written after the last checkpoint and goes on from there.
 
 from __future__ import annotations
 
+import contextlib
+import io as io_text
 import json
+import os
+import shutil
+import sys
+from errno import ENOSPC
 from pathlib import Path
 from typing import Any
 
@@ -94,9 +100,11 @@ def check_same_run(saved: dict, now: dict) -> None:
 
 def open_run_dir(output_dir: str | Path | None, *, resume: bool, force: bool,
                  fingerprint: dict, config: dict | None) -> Path | None:
-    """The run folder: a new one (config written, created in a temporary sibling and renamed
-    into place by `adaptmc.io.create_output_dir`) or, with ``resume``, an existing one whose
-    fingerprint matches. None without ``output_dir``."""
+    """The folder a run writes to: for a new run, a staged temporary sibling of
+    ``output_dir`` holding its config (`adaptmc.io.stage_output_dir`), which the driver puts
+    in place once the first checkpoint is in it (`adaptmc.io.commit_output_dir`; with
+    ``force`` only then is an old run replaced); with ``resume``, the existing folder,
+    whose fingerprint must match. None without ``output_dir``."""
     if output_dir is None:
         if resume:
             raise ValueError("resume=True needs output_dir")
@@ -111,12 +119,13 @@ def open_run_dir(output_dir: str | Path | None, *, resume: bool, force: bool,
         if (run_dir / io.DRAWS).exists():
             raise ValueError(f"the run in {str(run_dir)!r} has finished (draws.nc is written): "
                              "nothing to resume")
+        io.remove_temporaries(run_dir)
     else:
         def populate(folder: Path) -> None:
             (folder / io.CHUNKS).mkdir()
             io.write_json(folder / io.CONFIG, {"fingerprint": fingerprint, **(config or {})})
 
-        io.create_output_dir(run_dir, force=force, kind="run", populate=populate)
+        return io.stage_output_dir(run_dir, force=force, kind="run", populate=populate)
     return run_dir
 
 
@@ -228,14 +237,76 @@ def write_draws(run_dir: Path, idata, describe=None):
     coordinates so that ``describe(lazy_idata)`` (which may set attributes of the root and
     of the tuning group: the summary, computed a few coordinates at a time) reads no more
     than it needs; then the chunk files are deleted (the run folder keeps one copy)."""
-    import shutil
+    tmp = run_dir / (io.DRAWS + ".tmp")
+    tmp.unlink(missing_ok=True)
+    need = _draws_bytes(run_dir)
+    if need > shutil.disk_usage(run_dir).free:
+        raise io.WriteError(_no_space(run_dir, need, "not enough free space"))
+    complaints = io_text.StringIO()  # HDF5's handles of a failed write complain as they go
+    try:
+        with contextlib.redirect_stderr(complaints):
+            try:
+                _write_netcdf(tmp, idata, describe)
+            except Exception as err:  # noqa: BLE001 - a failed write leaves no partial file
+                _abandon(tmp)
+                full = "No space left" in str(err) or getattr(err, "errno", 0) == ENOSPC
+                reason = "the disk is full" if full else io.describe_error(err)
+                failed = io.WriteError(_no_space(run_dir, need, reason))
+                failed.hdf5_broken = True  # HDF5 may crash closing it at exit: see the CLI
+                raise failed from None
+    finally:
+        if "Traceback" not in complaints.getvalue():
+            sys.stderr.write(complaints.getvalue())  # warnings of a write that worked
+    tmp.replace(run_dir / io.DRAWS)
+    shutil.rmtree(run_dir / io.CHUNKS, ignore_errors=True)
+    return read_draws(run_dir)
+
+
+def _draws_bytes(run_dir: Path) -> int:
+    """About the bytes ``draws.nc`` will take: its chunks' (the netCDF holds the same
+    numbers), plus a tenth and a megabyte for its metadata and tuning group."""
+    chunks = sum(p.stat().st_size for p in (run_dir / io.CHUNKS).glob("*.npz"))
+    return int(1.1 * chunks) + 2**20
+
+
+def _no_space(run_dir: Path, need: int, reason: str) -> str:
+    free = shutil.disk_usage(run_dir).free
+    more = f" (free {(need - free) / 1e6:.1f} MB more)" if need > free else ""
+    return (f"cannot write {str(run_dir / io.DRAWS)!r} ({reason}): it needs about "
+            f"{need / 1e6:.1f} MB and {free / 1e6:.1f} MB are free{more}; the run's checkpoint "
+            f"and draws are kept: free space, then `adaptmc resume {run_dir}` (resume=True) "
+            "writes it")
+
+
+def _abandon(tmp: Path) -> None:
+    """After a failed write of ``tmp``: free its space first (HDF5 flushes what it still
+    holds when a handle closes), mark h5netcdf's handles on it closed (their own close would
+    flush a broken file: a crash) and close their HDF5 files, then delete it."""
+    import gc
+
+    import h5netcdf
+
+    if tmp.exists():
+        os.truncate(tmp, 0)
+    for handle in [o for o in gc.get_objects() if issubclass(type(o), h5netcdf.File)]:
+        if handle._closed or Path(handle._filename).resolve() != tmp.resolve():
+            continue
+        h5file, handle._closed = handle._File__h5file, True
+        try:
+            if h5file is not None:
+                h5file.close()
+        except Exception:  # noqa: BLE001, S110 - closing what is left, whatever it says
+            pass
+    tmp.unlink(missing_ok=True)
+
+
+def _write_netcdf(tmp: Path, idata, describe) -> None:
+    """`write_draws`'s netCDF, written to ``tmp``."""
     import warnings
 
     import dask
     import h5netcdf
 
-    tmp = run_dir / (io.DRAWS + ".tmp")
-    tmp.unlink(missing_ok=True)
     groups = [g for g in idata.groups() if g != "tuning"]
     with dask.config.set(scheduler="synchronous"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -257,9 +328,6 @@ def write_draws(run_dir: Path, idata, describe=None):
         with h5netcdf.File(str(tmp), "a") as handle:
             for key, value in lazy.attrs.items():
                 handle.attrs[key] = value
-    tmp.replace(run_dir / io.DRAWS)
-    shutil.rmtree(run_dir / io.CHUNKS, ignore_errors=True)
-    return read_draws(run_dir)
 
 
 def _hdf5_chunks(var) -> tuple:
