@@ -205,17 +205,16 @@ def _add_adaptive_hmc_options(group) -> None:
                             "this fraction of the frozen setting's reward (default 0.1, 0.01 "
                             "for ei; 0: off, always --tuning super-transitions)")
     group.add_argument("--draws", type=int, default=None,
-                       help="adaptive-hmc: about this many draws' worth of gradients per chain "
-                            "in sampling (default 1000)")
-    group.add_argument("--max-draws", type=int, default=None,
-                       help="adaptive-hmc: kept draws per chain at most, by thinning")
+                       help="kept draws per chain after warm-up and tuning, exactly (default "
+                            "1000 for adaptive-hmc and adaptive-portfolio; the other recipes "
+                            "run --super-transitions unless --draws is given)")
     group.add_argument("--audition", type=int, default=None,
                        help="adaptive-portfolio: frozen super-transitions ending each "
                             "kernel's trial, on which it is scored (default 4)")
 
 
 RECIPE_FLAGS = (
-    "metric", "warmup_steps", "tuning", "stop_rule", "stop_tolerance", "draws", "max_draws",
+    "metric", "warmup_steps", "tuning", "stop_rule", "stop_tolerance", "draws",
     "audition", "kernel",
     "keep_adapting",
     "step_size", "num_leapfrog", "refresh_angle", "jitter", "inverse_mass",
