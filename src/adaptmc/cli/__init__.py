@@ -49,9 +49,7 @@ def cmd_sample(args, resume: bool = False) -> int:
                       config={"cli": vars(args)})
     text = format_summary(result.idata)
     (Path(args.out) / "summary.txt").write_text(text + "\n")
-    print(text)
-    for warning in json.loads(result.idata.attrs.get("warnings", "[]")):
-        print(f"adaptmc sample: warning: {warning}", file=sys.stderr)
+    print(text)  # the warnings and notes, once, in the summary
     if plan.options.get("tuner") not in ("fixed", "grid"):
         from adaptmc.plots import write_tuning_plots
 
