@@ -314,6 +314,13 @@ def _recorded_warnings(idata, attrs: dict, table) -> list[str]:
     return json.loads(found) if isinstance(found, str) else list(found)
 
 
+def _extreme(values, reduce) -> float:
+    """``reduce`` (``np.nanmin`` or ``np.nanmax``) of ``values``; NaN, silently, when every
+    value is NaN (one chain's R-hat)."""
+    values = np.asarray(values, dtype=float)
+    return float(reduce(values)) if np.any(~np.isnan(values)) else float("nan")
+
+
 def format_summary(idata, max_rows: int = 12) -> str:
     """A plain-text report: the run's totals (draws, gradient evaluations, acceptance,
     divergences per phase, robust min ESS per 1000 gradients with all tuning counted, ESJD,
@@ -325,7 +332,7 @@ def format_summary(idata, max_rows: int = 12) -> str:
     table, jump, (num_chains, num_draws) = _summary_and_esjd(idata)  # never all draws at once
     stats = idata.sample_stats
     grads = int(attrs.get("total_grad_evals", 0))
-    robust = float(np.nanmin(table["ess_robust"]))
+    robust = _extreme(table["ess_robust"], np.nanmin)
     found = _recorded_warnings(idata, attrs, table)
     fractions = ebfmi(idata)
     bfmi = "" if fractions is None else f"  min E-BFMI {float(np.min(fractions)):.2f}"
@@ -340,7 +347,7 @@ def format_summary(idata, max_rows: int = 12) -> str:
         + "  ".join(f"{phase} {count}" for phase, count in divergences_by_phase(idata).items())
         + f"  ESJD {jump:.4g}",
         f"robust min ESS {robust:.1f} (min of bulk-ESS of x, of x^2, tail-ESS)  "
-        f"max R-hat {float(np.nanmax(table['r_hat'])):.4f}{bfmi}",
+        f"max R-hat {_extreme(table['r_hat'], np.nanmax):.4f}{bfmi}",
         f"robust min ESS per 1000 gradients {1000 * robust / max(grads, 1):.4g}  "
         f"wall {float(attrs.get('wall_s', float('nan'))):.1f} s "
         f"(compile {float(attrs.get('compile_s', float('nan'))):.1f} s)",
