@@ -197,3 +197,24 @@ def test_a_parameter_no_chain_moved_has_no_effective_draws():
     moving = diagnostics.robust_ess(x[..., 1:])
     out = diagnostics.robust_ess(x)
     assert out[0] == 0.0 and out[1] == moving[0] > 100
+
+
+def test_hmc_records_the_energy_of_each_draw():
+    """HMC's ``sample_stats.energy`` is the Hamiltonian of the chain's state with the momentum
+    it ends with: on a standard normal with identity mass, ``E = -log p(x) + |p|^2 / 2`` has
+    mean ``dim`` (plus the constant), and a well-tuned run's E-BFMI is near 1, far above 0.3."""
+    from adaptmc.kernels import HMCParams, hmc
+    from adaptmc.run import run
+    from adaptmc.targets import gaussian
+
+    dim = 5
+    result = run(gaussian(np.zeros(dim), np.eye(dim)), hmc,
+                 HMCParams(step_size=0.4, num_leapfrog=4, jitter=0.2),
+                 num_super_transitions=6, gradient_budget=400, num_chains=2, num_warmup=1,
+                 seed=3, progress=False)
+    energy = np.asarray(result.idata.sample_stats["energy"].values)
+    lp = np.asarray(result.idata.sample_stats["lp"].values)
+    kinetic = energy + lp  # |p|^2 / 2 at each draw: mean dim / 2
+    assert np.all(kinetic >= 0)
+    assert abs(kinetic.mean() - dim / 2) < 0.3
+    assert np.all(diagnostics.ebfmi(result.idata) > 0.6)

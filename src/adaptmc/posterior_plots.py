@@ -146,8 +146,9 @@ def write_posterior_plots(idata, out_dir: str | Path, dpi: int = 90,
                                _metric(idata) in ("dense", "low-rank")):
             fig = Figure(figsize=(2.4 * len(pair), 2.4 * len(pair)), layout="constrained")
             axes = fig.subplots(len(pair) - 1, len(pair) - 1, squeeze=False)
+            alpha = float(np.clip(400 / max(draws.shape[0] * draws.shape[1], 1), 0.05, 0.8))
             az.plot_pair(_subset(draws, names, pair), ax=axes, kind="scatter",
-                         scatter_kwargs={"alpha": 0.2, "s": 2}, textsize=8)
+                         scatter_kwargs={"alpha": alpha, "s": 4}, textsize=8)
             fig.suptitle(f"Pairs of the most correlated parameters (largest |correlation| "
                          f"{strength:.2f})", fontsize=9)
             written.append(_save(fig, out_dir / "pair.png", dpi))
