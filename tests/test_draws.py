@@ -44,6 +44,14 @@ def test_every_recipe_keeps_exactly_the_draws_asked_for(name):
         assert np.all(np.isfinite(idata.posterior["x"].values))
 
 
+def test_the_python_api_keeps_the_draws_asked_for():
+    import adaptmc
+
+    idata = adaptmc.sample("gauss-2d-v1", recipe="hmc-da", chains=2, draws=77, warmup=3,
+                           budget=200, progress=False)
+    assert idata.posterior.sizes["draw"] == 77
+
+
 def test_a_tuner_still_adapting_keeps_the_draws_too():
     """A bandit that never freezes changes L (and so draws per super-transition) in every
     sampling super-transition; the run still stops at the draws asked for."""

@@ -14,7 +14,7 @@ tuner's surrogate from them with the recorded hyperparameters (no sampling happe
 
 Every title and axis is in plain words with units (`REWARD_LABELS`, `PARAMETER_LABELS`,
 `describe_tuner`). The posterior's own figures (trace, rank, energy, pair) are
-`adaptmc.posterior_plots`.
+`adaptmc.posterior_plots` (`write_posterior_plots`, also importable from here).
 
 Without a recorded ``tuner_config`` (runs written before it existed) the GP of `gp_ucb` with
 its default hyperparameters is refitted over a box spanning the tried settings.
@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from adaptmc.posterior_plots import write_posterior_plots as write_posterior_plots
 from adaptmc.run import RECORD_FIELDS
 from adaptmc.tuners import acquisition as acq
 from adaptmc.tuners.annealed import ANNEAL_RATE
