@@ -206,11 +206,11 @@ def run(
     key_init, key_run = jax.random.split(jax.random.key(seed))
     positions = _starts(target, num_chains, initial_positions, initial_states, init_jitter,
                         key_init)
-    print_ = store.fingerprint(target, kernel, params, tuner, *sizes, objective)
+    facts = store.fingerprint(target, kernel, params, tuner, *sizes, objective)
     if num_draws is not None:
-        print_["num_draws"] = int(num_draws)
+        facts["num_draws"] = int(num_draws)
     run_dir = store.open_run_dir(output_dir, resume=resume, force=force, config=config,
-                                 fingerprint=print_)
+                                 fingerprint=facts)
     setup = _Setup(target, kernel, params, tuner, objective, num_super_transitions,
                    gradient_budget, num_chains, num_warmup, adapt_until, thin,
                    checkpoint_every, key_run, run_dir, dict(attrs or {}), num_draws)
