@@ -14,10 +14,13 @@ with warnings.catch_warnings():
     import arviz as az
 
 
-def _idata(x, diverging=None, rewards=None, objective="esjd", tuning_params=None):
+def _idata(x, diverging=None, rewards=None, objective="esjd", tuning_params=None,
+           energy=None):
     chains, draws = x.shape[:2]
     stats = {"diverging": np.zeros((chains, draws), bool) if diverging is None else diverging,
              "acceptance_rate": np.full((chains, draws), 0.8)}
+    if energy is not None:
+        stats["energy"] = energy
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = az.from_dict(posterior={"x": x}, sample_stats=stats)
@@ -53,7 +56,7 @@ def test_a_converged_run_has_no_warning():
 @pytest.mark.parametrize("case, message", [
     ("rhat", "max R-hat"), ("divergent", "divergent transitions in the sampling phase"),
     ("ess", "robust min ESS"), ("nan", "every tuning reward was NaN"),
-    ("edge", "lies at the edge of the search box"),
+    ("bfmi", "E-BFMI below 0.3 in chain 2"),
 ])
 def test_each_warning_is_produced_by_a_run_that_deserves_it(case, message):
     rng = np.random.default_rng(2)
@@ -68,13 +71,49 @@ def test_each_warning_is_produced_by_a_run_that_deserves_it(case, message):
         x = np.cumsum(x, axis=1) * 0.01 + rng.normal(size=(1, 1, 2))  # a random walk
     elif case == "nan":
         kwargs["rewards"] = [np.nan] * 3
-    box = None
-    if case == "edge":
-        kwargs["tuning_params"] = {"step_size": [0.5, 0.2, 0.0101]}
-        box = {"step_size": (0.01, 1.0)}
-    found = diagnostics.convergence_warnings(_idata(x, **kwargs), box=box)
+    energy = rng.normal(size=(4, 1000))  # independent energies: E-BFMI about 2
+    if case == "bfmi":  # a slow random walk in energy: E-BFMI about 0.01
+        energy[2] = np.cumsum(rng.normal(size=1000))
+    kwargs["energy"] = energy
+    found = diagnostics.convergence_warnings(_idata(x, **kwargs))
     assert any(message in w for w in found), found
     assert len(found) == 1 or case in ("rhat", "ess"), found
+
+
+def test_where_tuning_ended_is_a_note_never_a_warning():
+    """A frozen setting at a box edge says nothing about the draws: it is a tuning note
+    (the run's record and a quiet line of the summary), and a bound that cannot be crossed
+    (num_leapfrog = 1) says so; a setting inside the box has no note."""
+    import json
+
+    rng = np.random.default_rng(6)
+    idata = _idata(rng.normal(size=(4, 1000, 2)), rewards=[0.1, 0.2, 0.3],
+                   tuning_params={"step_size": [0.5, 0.2, 0.0101],
+                                  "num_leapfrog": [4.0, 2.0, 1.0]})
+    box = {"step_size": (0.01, 1.0), "num_leapfrog": (1.0, 14.0)}
+    assert diagnostics.convergence_warnings(idata) == []
+    notes = diagnostics.tuning_notes(idata, box, integer=("num_leapfrog",))
+    assert len(notes) == 2
+    assert "step_size = 0.0101 ended at an edge" in notes[0]
+    assert "num_leapfrog = 1, its smallest possible value" in notes[1]
+    idata.attrs["tuning_notes"] = json.dumps(notes)
+    text = diagnostics.format_summary(idata)
+    assert "WARNING" not in text and text.count("note: ") == 2
+    inside = {"step_size": (0.001, 1.0), "num_leapfrog": (1.0, 14.0)}
+    idata.tuning["num_leapfrog"] = ("super_transition", np.array([4.0, 5.0, 6.0]))
+    assert diagnostics.tuning_notes(idata, inside, integer=("num_leapfrog",)) == []
+
+
+def test_ebfmi_of_independent_energies_is_about_two_and_absent_without_energy():
+    """Independent energies: E[(E_n - E_{n-1})^2] = 2 Var(E), so E-BFMI is about 2; no
+    energy recorded (MALA, RWM) or a NaN column: None, and no line in the summary."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(2, 4000, 1))
+    fractions = diagnostics.ebfmi(_idata(x, energy=rng.normal(size=(2, 4000))))
+    np.testing.assert_allclose(fractions, 2.0, atol=0.15)
+    assert diagnostics.ebfmi(_idata(x)) is None
+    assert diagnostics.ebfmi(_idata(x, energy=np.full((2, 4000), np.nan))) is None
+    assert "E-BFMI" not in diagnostics.format_summary(_idata(x))
 
 
 def test_nan_rewards_without_an_objective_are_no_warning():
@@ -158,3 +197,24 @@ def test_a_parameter_no_chain_moved_has_no_effective_draws():
     moving = diagnostics.robust_ess(x[..., 1:])
     out = diagnostics.robust_ess(x)
     assert out[0] == 0.0 and out[1] == moving[0] > 100
+
+
+def test_hmc_records_the_energy_of_each_draw():
+    """HMC's ``sample_stats.energy`` is the Hamiltonian of the chain's state with the momentum
+    it ends with: on a standard normal with identity mass, ``E = -log p(x) + |p|^2 / 2`` has
+    mean ``dim`` (plus the constant), and a well-tuned run's E-BFMI is near 1, far above 0.3."""
+    from adaptmc.kernels import HMCParams, hmc
+    from adaptmc.run import run
+    from adaptmc.targets import gaussian
+
+    dim = 5
+    result = run(gaussian(np.zeros(dim), np.eye(dim)), hmc,
+                 HMCParams(step_size=0.4, num_leapfrog=4, jitter=0.2),
+                 num_super_transitions=6, gradient_budget=400, num_chains=2, num_warmup=1,
+                 seed=3, progress=False)
+    energy = np.asarray(result.idata.sample_stats["energy"].values)
+    lp = np.asarray(result.idata.sample_stats["lp"].values)
+    kinetic = energy + lp  # |p|^2 / 2 at each draw: mean dim / 2
+    assert np.all(kinetic >= 0)
+    assert abs(kinetic.mean() - dim / 2) < 0.3
+    assert np.all(diagnostics.ebfmi(result.idata) > 0.6)

@@ -102,7 +102,7 @@ def test_reward_surface_axes_span_the_box(finished_run):
                               facts=record["tuner_config"])
     np.testing.assert_allclose(ax.get_xlim(), (BOX.lower[0], BOX.upper[0]))
     np.testing.assert_allclose(ax.get_ylim(), (BOX.lower[1], BOX.upper[1]))
-    assert (ax.get_xlabel(), ax.get_ylabel()) == BOX.names
+    assert (ax.get_xlabel(), ax.get_ylabel()) == tuple(map(plots.parameter_label, BOX.names))
 
 
 def test_trace_has_one_point_per_super_transition(finished_run):
@@ -183,3 +183,47 @@ def test_policy_window_follows_the_recorded_wrappers():
     assert plots.policy_window(facts, 50) == (8, 30)
     assert plots.policy_window(mass.describe(mass.init(0)), 50) == (8, 50)
     assert plots.policy_window(None, 50) == (0, 50)
+
+
+def test_tuning_plots_speak_plain_words_with_units(finished_run):
+    """No tuner jargon in titles (``stop+moving-box+gp-ucb``), the reward axis says what the
+    reward is and in what unit, the parameters are named in words, and a dashed line marks
+    where tuning stopped."""
+    idata, _, _ = finished_run
+    assert plots.describe_tuner("stop+moving-box+gp-ucb") == \
+        "Gaussian-process bandit (GP-UCB), search box that moves, stops once confident"
+    assert "+" not in plots.describe_tuner("mass+moving-box+parametric")
+    assert plots.reward_label("lag_one_ess_per_grad") == \
+        "effective draws per 1000 gradients (lag-one estimate)"
+    assert plots.reward_label("esjd_per_grad_tolerating_0.01") == \
+        "squared jump distance per gradient"
+    record = {**plots.tuning_record(idata), "adapted": 5}
+    fig = Figure()
+    axes = fig.subplots(3, 1, sharex=True)
+    plots.plot_tuning_trace(axes, record)
+    assert axes[0].get_ylabel().replace("\n", " ") == "squared jump distance per gradient"
+    assert axes[1].get_ylabel() == "step size (eps)"
+    assert axes[2].get_ylabel().replace("\n", " ") == "leapfrog steps per draw (L)"
+    assert "40 gradients per chain" in axes[2].get_xlabel()
+    stops = [line for line in axes[0].get_lines() if line.get_linestyle() == "--"]
+    assert len(stops) == 1 and stops[0].get_xdata()[0] == pytest.approx(4.5)
+
+
+def test_the_best_star_sits_at_the_surfaces_peak(finished_run):
+    """The star marks the highest point of the drawn surface (not the best tried setting,
+    which may lie off the peak)."""
+    idata, _, _ = finished_run
+    record = plots.tuning_record(idata)
+    ax = Figure().subplots()
+    plots.plot_reward_surface(ax, BOX, record["points"], record["rewards"], resolution=30,
+                              facts=record["tuner_config"], frozen=record["points"][-1])
+    refit = plots.refit_surrogate(BOX, record["points"], record["rewards"],
+                                  record["tuner_config"])
+    grid = np.linspace(0, 1, 30)
+    ui, uj = np.meshgrid(grid, grid)
+    unit = np.stack([ui.ravel(), uj.ravel()], axis=1)
+    peak = scale_unit(BOX, unit[np.argmax(refit.predict(unit)[0])][None])[0]
+    labels = {c.get_label(): c for c in ax.collections}
+    np.testing.assert_allclose(labels["predicted best"].get_offsets()[0], peak)
+    np.testing.assert_allclose(labels["sampled with"].get_offsets()[0], record["points"][-1])
+    assert ax.get_title() == "Predicted reward over the search box"

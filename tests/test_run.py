@@ -328,7 +328,7 @@ def test_hmc_keeps_its_per_draw_step_size_and_n_steps():
                  progress=False)
     stats = result.idata.sample_stats
     assert list(stats.data_vars) == ["acceptance_rate", "accepted", "diverging", "energy_error",
-                                     "n_grad_evals", "lp", "step_size", "n_steps",
+                                     "n_grad_evals", "lp", "energy", "step_size", "n_steps",
                                      "super_transition"]
     assert stats.n_steps.dtype == np.int32
     first = stats.super_transition.values[0] == 0

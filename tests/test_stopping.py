@@ -187,7 +187,7 @@ def test_adaptive_hmc_puts_its_gp_bandit_under_the_stop_rule(tuner, tuning, tole
     """From `MIN_TUNING` (6) tuning super-transitions, not before the box's mid-tuning
     extension; off with tolerance 0, with too little tuning, or without a GP posterior."""
     plan = tuned_plan(_warm(), tuner=tuner, tuning=tuning, draws=200, budget=None,
-                      objective=None, jitter=0.2, max_draws=1000, options={},
+                      objective=None, jitter=0.2, options={},
                       stop=("ucb-lcb", tolerance))
     assert plan.tuner.name.startswith("stop+") == stops
     assert plan.adapt_until == plan.num_warmup == tuning

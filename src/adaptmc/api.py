@@ -66,7 +66,7 @@ def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
         resume=resume, checkpoint_every=checkpoint_every,
         thin=plan.thin if thin is None else thin, progress=progress,
         config=json.loads(json.dumps(config, default=_jsonable)), prior_grads=prior_grads,
-        attrs=attrs,
+        attrs=attrs, num_draws=plan.draws,
     )
 
 

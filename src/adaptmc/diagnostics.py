@@ -74,6 +74,27 @@ def esjd(positions: np.ndarray) -> float:
 
 MAX_RHAT = 1.01  # Vehtari et al. (2021): use draws only when R-hat < 1.01
 MIN_ESS = 400  # Vehtari et al. (2021): ESS > 100 per chain for 4 chains
+MIN_BFMI = 0.3  # Betancourt (2016), Sec. 6.1; Stan's threshold
+EDGE = 0.02  # a setting within this fraction of an axis's span of a bound lies at that edge
+
+
+def ebfmi(idata) -> np.ndarray | None:
+    """Per chain, the energy Bayesian fraction of missing information (Betancourt 2016,
+    eq. 6.3 estimated as in Sec. 6.1): ``sum_n (E_n - E_{n-1})^2 / sum_n (E_n - mean E)^2``
+    of the energies the kernel recorded (``sample_stats.energy``, the Hamiltonian at each
+    kept draw). Low values (below `MIN_BFMI`): the momentum resampling moves between
+    energy levels too slowly to explore the posterior's tails. None where the kernel records
+    no energy (no momentum: MALA, RWM) or too few draws."""
+    stats = getattr(idata, "sample_stats", None)
+    if stats is None or "energy" not in stats:
+        return None
+    energy = np.asarray(stats["energy"].values, dtype=float)
+    if energy.ndim != 2 or energy.shape[1] < 4 or not np.all(np.isfinite(energy)):
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.sum(np.diff(energy, axis=1) ** 2, axis=1) / \
+            np.sum((energy - energy.mean(axis=1, keepdims=True)) ** 2, axis=1)
+    return out
 
 
 def posterior_blocks(idata, max_bytes: int = 2**25):
@@ -176,12 +197,12 @@ def divergences_by_phase(idata) -> dict[str, int]:
     return counts
 
 
-def convergence_warnings(idata, table=None, box: dict | None = None) -> list[str]:
-    """What makes the draws untrustworthy or the tuning suspect, one sentence each: max R-hat
-    above `MAX_RHAT`, divergences in the sampling phase (`divergences_by_phase`; those of
-    the warm-up and the tuning are named alongside), robust min ESS below `MIN_ESS`, a tuner
-    that saw only failed (NaN) rewards, and a frozen setting at the edge of the search ``box``
-    (``{name: (low, high)}``)."""
+def convergence_warnings(idata, table=None) -> list[str]:
+    """What may make the draws wrong, one sentence each: max R-hat above `MAX_RHAT`,
+    divergences in the sampling phase (`divergences_by_phase`; those of the warm-up and the
+    tuning are named alongside), robust min ESS below `MIN_ESS`, E-BFMI below `MIN_BFMI` in
+    a chain (`ebfmi`), a tuner that saw only failed (NaN) rewards. Where tuning ended is no
+    warning (`tuning_notes`)."""
     if table is None:
         table = summary_table(*posterior_array(idata))
     out = []
@@ -198,30 +219,45 @@ def convergence_warnings(idata, table=None, box: dict | None = None) -> list[str
         out.append(f"robust min ESS {float(table['ess_robust'].min()):.0f} < {MIN_ESS} "
                    f"({table['ess_robust'].idxmin()}): too few effective draws for reliable "
                    "estimates")
-    out.extend(_tuning_warnings(idata, box))
+    fractions = ebfmi(idata)
+    if fractions is not None and np.any(fractions < MIN_BFMI):
+        low = ", ".join(f"{i} ({v:.2f})" for i, v in enumerate(fractions) if v < MIN_BFMI)
+        out.append(f"E-BFMI below {MIN_BFMI} in chain {low}: the momentum moves between "
+                   "energy levels too slowly to explore the tails (heavy tails or a poor "
+                   "metric); the draws may be biased")
+    tuning = getattr(idata, "tuning", None)
+    if tuning is not None and "reward" in tuning and \
+            tuning.attrs.get("objective", "none") != "none":
+        rewards = np.asarray(tuning["reward"].values, dtype=float)
+        if rewards.size and np.all(np.isnan(rewards)):
+            out.append("every tuning reward was NaN (each setting tried diverged or kept too "
+                       "few draws): the tuner learned nothing, the frozen setting is a guess")
     return out
 
 
-def _tuning_warnings(idata, box: dict | None) -> list[str]:
+def tuning_notes(idata, box: dict | None, integer=()) -> list[str]:
+    """Where tuning ended, for the run's record (never a warning: a setting at the edge of
+    the search ``box``, ``{name: (low, high)}``, is no sign that the draws are wrong): one
+    sentence per frozen setting within `EDGE` of an edge. A bound the setting cannot cross
+    (an ``integer`` parameter at 1, such as ``num_leapfrog``) says so; any other edge is
+    one a wider box (or, for a moving box, a longer tuning) might improve on."""
     tuning = getattr(idata, "tuning", None)
-    if tuning is None or "reward" not in tuning:
-        return []
     out = []
-    rewards = np.asarray(tuning["reward"].values, dtype=float)
-    scored = tuning.attrs.get("objective", "none") != "none"
-    if scored and rewards.size and np.all(np.isnan(rewards)):
-        out.append("every tuning reward was NaN (each setting tried diverged or kept too few "
-                   "draws): the tuner learned nothing")
     for name, (low, high) in (box or {}).items():
-        if name not in tuning:
+        if tuning is None or name not in tuning:
             continue
         frozen = float(np.asarray(tuning[name].values)[-1])
         span = np.log(high / low) if low > 0 else high - low
         gap = min(np.log(frozen / low), np.log(high / frozen)) if low > 0 else \
             min(frozen - low, high - frozen)
-        if gap <= 0.02 * span:
-            out.append(f"the final {name} = {frozen:.4g} lies at the edge of the search box "
-                       f"[{low:.4g}, {high:.4g}]: the best setting may lie outside it")
+        if gap > EDGE * span:
+            continue
+        if name in integer and frozen <= 1 and frozen - low <= high - frozen:
+            out.append(f"{name} = {frozen:.4g}, its smallest possible value (the lower edge "
+                       f"of the search box [{low:.4g}, {high:.4g}])")
+        else:
+            out.append(f"{name} = {frozen:.4g} ended at an edge of the search box "
+                       f"[{low:.4g}, {high:.4g}]; a wider box might sample a little faster")
     return out
 
 
@@ -260,22 +296,46 @@ def _portfolio_lines(attrs: dict) -> list[str]:
             + ", ".join(scores) + ")"]
 
 
+def _notes(attrs: dict, num_chains: int) -> list[str]:
+    """The summary's quiet lines: the run's tuning notes (`tuning_notes`) and, for one
+    chain, that R-hat needs more."""
+    notes = attrs.get("tuning_notes", "[]")
+    notes = json.loads(notes) if isinstance(notes, str) else list(notes)
+    out = [f"note: {n}" for n in notes]
+    if num_chains == 1:
+        out.append("note: R-hat needs two chains or more (--chains); it is not computed")
+    return out
+
+
+def _recorded_warnings(idata, attrs: dict, table) -> list[str]:
+    if "warnings" not in attrs:
+        return convergence_warnings(idata, table)
+    found = attrs["warnings"]
+    return json.loads(found) if isinstance(found, str) else list(found)
+
+
+def _extreme(values, reduce) -> float:
+    """``reduce`` (``np.nanmin`` or ``np.nanmax``) of ``values``; NaN, silently, when every
+    value is NaN (one chain's R-hat)."""
+    values = np.asarray(values, dtype=float)
+    return float(reduce(values)) if np.any(~np.isnan(values)) else float("nan")
+
+
 def format_summary(idata, max_rows: int = 12) -> str:
     """A plain-text report: the run's totals (draws, gradient evaluations, acceptance,
-    divergences per phase, robust min ESS per 1000 gradients with all tuning counted, ESJD), the
-    convergence warnings (`convergence_warnings`, or those the run recorded in
+    divergences per phase, robust min ESS per 1000 gradients with all tuning counted, ESJD,
+    E-BFMI where the kernel records energy), quiet notes (`_notes`), the warnings that the
+    draws may be wrong (`convergence_warnings`, or those the run recorded in
     ``attrs["warnings"]``) and the per-parameter table, worst R-hat first when there are
     many parameters."""
     attrs = _run_attrs(idata)
     table, jump, (num_chains, num_draws) = _summary_and_esjd(idata)  # never all draws at once
     stats = idata.sample_stats
     grads = int(attrs.get("total_grad_evals", 0))
-    robust = float(np.nanmin(table["ess_robust"]))
-    if "warnings" in attrs:
-        found = json.loads(attrs["warnings"]) if isinstance(attrs["warnings"], str) else \
-            list(attrs["warnings"])
-    else:
-        found = convergence_warnings(idata, table)
+    robust = _extreme(table["ess_robust"], np.nanmin)
+    found = _recorded_warnings(idata, attrs, table)
+    fractions = ebfmi(idata)
+    bfmi = "" if fractions is None else f"  min E-BFMI {float(np.min(fractions)):.2f}"
     lines = [
         f"target {attrs.get('target', '?')}  kernel {attrs.get('kernel', '?')}  "
         f"tuner {attrs.get('tuner', '?')}",
@@ -287,12 +347,13 @@ def format_summary(idata, max_rows: int = 12) -> str:
         + "  ".join(f"{phase} {count}" for phase, count in divergences_by_phase(idata).items())
         + f"  ESJD {jump:.4g}",
         f"robust min ESS {robust:.1f} (min of bulk-ESS of x, of x^2, tail-ESS)  "
-        f"max R-hat {float(np.nanmax(table['r_hat'])):.4f}",
+        f"max R-hat {_extreme(table['r_hat'], np.nanmax):.4f}{bfmi}",
         f"robust min ESS per 1000 gradients {1000 * robust / max(grads, 1):.4g}  "
         f"wall {float(attrs.get('wall_s', float('nan'))):.1f} s "
         f"(compile {float(attrs.get('compile_s', float('nan'))):.1f} s)",
         *_stop_lines(idata),
         *_portfolio_lines(attrs),
+        *_notes(attrs, num_chains),
         "",
     ]
     if found:

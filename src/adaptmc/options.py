@@ -122,8 +122,9 @@ RECIPE_OPTIONS: tuple[Option, ...] = (
     Option("stop_tolerance", "float", "end tuning once the stop rule's measure is at most "
            "this fraction of the frozen setting's reward (0: off)", low=0.0, high=1e6,
            metavar="FRACTION", group=ADAPTIVE),
-    _count("draws", "draws per chain in sampling (default 1000)", group=ADAPTIVE),
-    _count("max_draws", "kept draws per chain at most, by thinning", group=ADAPTIVE),
+    _count("draws", "kept draws per chain after warm-up and tuning, exactly (default 1000 "
+           "for adaptive-hmc and adaptive-portfolio; the other recipes run "
+           "--super-transitions unless --draws is given)", group=ADAPTIVE),
     _count("audition", "adaptive-portfolio: frozen super-transitions scoring each trial "
            "(default 4)", high=10**6, group=ADAPTIVE),
     Option("kernel", "choice", "the kernel (gadmala, gadrwm, am, mala-da, hmc-da, ... adapt "

@@ -9,7 +9,12 @@ tuner's surrogate from them with the recorded hyperparameters (no sampling happe
   tried settings (as Wang 2012, Figs. 4.1-4.2);
 - `plot_slice`: a slice through the best setting, mean +/- sd, with the acquisition the next
   proposal would maximise below it (as Wang 2012, Figs. 4.1-4.2);
-- `plot_tuning_trace`: reward and parameters against super-transition.
+- `plot_tuning_trace`: reward and parameters against super-transition, with a mark where
+  tuning stopped.
+
+Every title and axis is in plain words with units (`REWARD_LABELS`, `PARAMETER_LABELS`,
+`describe_tuner`). The posterior's own figures (trace, rank, energy, pair) are
+`adaptmc.posterior_plots` (`write_posterior_plots`, also importable from here).
 
 Without a recorded ``tuner_config`` (runs written before it existed) the GP of `gp_ucb` with
 its default hyperparameters is refitted over a box spanning the tried settings.
@@ -19,12 +24,14 @@ Only matplotlib's object API is used (``Figure``), so no display or pyplot state
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
+from adaptmc.posterior_plots import write_posterior_plots as write_posterior_plots
 from adaptmc.run import RECORD_FIELDS
 from adaptmc.tuners import acquisition as acq
 from adaptmc.tuners.annealed import ANNEAL_RATE
@@ -41,6 +48,50 @@ from adaptmc.tuners.surrogate import (
     nig_config_from,
     normalise_rewards,
 )
+
+REWARD_LABELS = {
+    "lag_one_ess_per_grad": "effective draws per 1000 gradients (lag-one estimate)",
+    "esjd_per_grad": "squared jump distance per gradient",
+    "esjd_per_sqrt_cost": "squared jump distance per step / sqrt(gradients per step)",
+    "autocorrelation_score": "1 - mean |autocorrelation| (1: independent draws)",
+    "min_ess_per_grad": "smallest effective draws per gradient",
+    "chees_per_grad": "ChEES (change in squared distance from the mean) per gradient",
+}
+"""The reward axis of each objective (`adaptmc.objectives`), by its function's name."""
+
+PARAMETER_LABELS = {
+    "step_size": "step size (eps)",
+    "num_leapfrog": "leapfrog steps per draw (L)",
+    "refresh_angle": "momentum refresh angle (radians)",
+    "jitter": "step-size jitter (fraction)",
+}
+
+_TUNER_WORDS = {
+    "gp-ucb": "Gaussian-process bandit (GP-UCB)", "parametric": "parametric bandit",
+    "hedge": "GP-Hedge bandit", "sir": "resampling bandit (SIR)",
+    "sir-mixture": "resampling bandit (SIR mixture)", "random": "random search",
+    "grid": "grid of settings", "dual-averaging": "dual averaging of the step size",
+    "fixed": "fixed setting", "moving-box": "search box that moves",
+    "stop": "stops once confident", "freeze": "frozen after tuning",
+    "mass": "after a mass-matrix warm-up",
+}
+
+
+def reward_label(objective: str | None) -> str:
+    """The reward axis for the objective named ``objective`` (its function's name)."""
+    name = str(objective or "none").split("_tolerating_")[0]
+    return REWARD_LABELS.get(name, f"reward ({name.replace('_', ' ')})")
+
+
+def parameter_label(name: str) -> str:
+    return PARAMETER_LABELS.get(name, name.replace("_", " "))
+
+
+def describe_tuner(name: str | None) -> str:
+    """A tuner's name (``stop+moving-box+gp-ucb``) in plain words."""
+    parts = [p for p in str(name or "").split("+") if p]
+    words = [_TUNER_WORDS.get(p, p.replace("-", " ")) for p in reversed(parts)]
+    return ", ".join(words) or "tuner"
 
 
 def tuning_record(idata) -> dict:
@@ -62,6 +113,11 @@ def tuning_record(idata) -> dict:
     out["rewards"] = rewards
     config = tuning.attrs.get("tuner_config")
     out["tuner_config"] = json.loads(config) if isinstance(config, str) else config
+    out["objective"] = tuning.attrs.get("objective")
+    adapted = int(tuning.attrs.get("adapted", -1))
+    out["adapted"] = adapted if 0 <= adapted < len(rewards) else None
+    attrs = getattr(idata, "attrs", None) or {}
+    out["gradient_budget"] = attrs.get("gradient_budget")
     return out
 
 
@@ -135,7 +191,14 @@ def refit_surrogate(box: Box, points: np.ndarray, rewards: np.ndarray,
                  "UCB acquisition")
 
 
-def _best_point(box: Box, refit: Refit, points: np.ndarray, rewards: np.ndarray):
+def _best_point(box: Box, refit: Refit, points: np.ndarray, rewards: np.ndarray,
+                resolution: int = 60):
+    """The surrogate's peak: the highest mean on a grid over a box of one or two
+    dimensions (where the surface and slice are drawn), else the best tried setting."""
+    if box.dim <= 2:
+        axes = np.meshgrid(*[np.linspace(0.0, 1.0, resolution)] * box.dim)
+        unit = np.stack([a.ravel() for a in axes], axis=1)
+        return scale_unit(box, unit[int(np.argmax(refit.predict(unit)[0]))][None])[0]
     pts, _, _ = unique_points(points, rewards)
     return pts[int(np.argmax(refit.predict(to_unit(box, pts))[0]))]
 
@@ -147,12 +210,13 @@ def _set_scale(ax, box: Box, k: int, axis: str) -> None:
 
 def plot_reward_surface(ax, box: Box, points: np.ndarray, rewards: np.ndarray,
                         dims: tuple[int, int] = (0, 1), resolution: int = 60,
-                        facts: Mapping | None = None):
+                        facts: Mapping | None = None, frozen: np.ndarray | None = None):
     """Contour of the surrogate mean over two box dimensions (others at the best setting) with
-    the tried settings, failures as crosses, the best as a star. ``facts``: the policy's
+    the tried settings, failures as crosses, the surface's peak as a star and the setting
+    the run sampled with (``frozen``, when given) as a diamond. ``facts``: the policy's
     recorded facts (`refit_surrogate`)."""
     refit = refit_surrogate(box, points, rewards, facts)
-    best = _best_point(box, refit, points, rewards)
+    best = _best_point(box, refit, points, rewards, resolution)
     i, j = dims
     grid = np.linspace(0.0, 1.0, resolution)
     ui, uj = np.meshgrid(grid, grid)
@@ -162,16 +226,20 @@ def plot_reward_surface(ax, box: Box, points: np.ndarray, rewards: np.ndarray,
     values = scale_unit(box, unit)  # continuous axes: integers not rounded
     xi, xj = values[:, i].reshape(ui.shape), values[:, j].reshape(uj.shape)
     filled = ax.contourf(xi, xj, mean, levels=20, cmap="viridis")
-    ax.figure.colorbar(filled, ax=ax, label=f"{refit.surrogate_label} of normalised reward")
+    ax.figure.colorbar(filled, ax=ax, label="predicted reward (0: worst tried, 1: best)")
     ok = np.isfinite(rewards)
     ax.scatter(points[ok, i], points[ok, j], s=14, c="white", edgecolors="black",
                linewidths=0.5, label="tried")
     if (~ok).any():
         ax.scatter(points[~ok, i], points[~ok, j], s=20, c="red", marker="x", label="failed")
     ax.scatter([best[i]], [best[j]], s=120, c="gold", marker="*", edgecolors="black",
-               label="best")
-    ax.set_xlabel(box.names[i])
-    ax.set_ylabel(box.names[j])
+               label="predicted best")
+    if frozen is not None:
+        ax.scatter([frozen[i]], [frozen[j]], s=60, c="none", marker="D", edgecolors="red",
+                   linewidths=1.5, label="sampled with")
+    ax.set_xlabel(parameter_label(box.names[i]))
+    ax.set_ylabel(parameter_label(box.names[j]))
+    ax.set_title("Predicted reward over the search box")
     _set_scale(ax, box, i, "x")
     _set_scale(ax, box, j, "y")
     ax.legend(loc="upper right", fontsize=7)
@@ -197,22 +265,23 @@ def plot_slice(ax_mean, ax_acq, box: Box, points: np.ndarray, rewards: np.ndarra
         np.ones(len(points), bool)
     ax_mean.scatter(points[on_slice, dim], normalise_rewards(rewards)[on_slice], s=14,
                     c="black", zorder=3, label="rewards on this slice")
-    ax_mean.set_ylabel("normalised reward")
-    fixed = ", ".join(f"{box.names[k]} = {best[k]:.3g}" for k in others)
-    ax_mean.set_title(f"slice at {fixed}" if fixed else "reward")
+    ax_mean.set_ylabel("reward (0: worst tried, 1: best)")
+    fixed = ", ".join(f"{parameter_label(box.names[k])} = {best[k]:.3g}" for k in others)
+    ax_mean.set_title(f"Predicted reward at {fixed}" if fixed else "Predicted reward")
     ax_mean.legend(fontsize=7)
     value = refit.acquisition(unit)
     ax_acq.plot(x, value, color="C1")
     ax_acq.axvline(x[int(np.argmax(value))], color="C1", linestyle=":")
-    ax_acq.set_ylabel(refit.acquisition_label)
-    ax_acq.set_xlabel(box.names[dim])
+    ax_acq.set_ylabel(f"next try\n({refit.acquisition_label})")
+    ax_acq.set_xlabel(parameter_label(box.names[dim]))
     _set_scale(ax_acq, box, dim, "x")
     return ax_mean, ax_acq
 
 
 def plot_tuning_trace(axes, record: dict):
-    """Reward (top) and each tuned parameter against super-transition; ``axes`` holds
-    ``1 + len(record['names'])`` axes."""
+    """Reward (top, labelled with its unit, `reward_label`) and each tuned parameter against
+    super-transition, with a dashed line where tuning stopped (``record["adapted"]``);
+    ``axes`` holds ``1 + len(record['names'])`` axes."""
     steps = np.arange(len(record["rewards"]))
     rewards = record["rewards"]
     ok = np.isfinite(rewards)
@@ -222,11 +291,18 @@ def plot_tuning_trace(axes, record: dict):
         axes[0].scatter(steps[~ok], np.full((~ok).sum(), low), c="red", marker="x",
                         label="failed")
         axes[0].legend(fontsize=7)
-    axes[0].set_ylabel("reward")
+    axes[0].set_ylabel(textwrap.fill(reward_label(record.get("objective")), 28), fontsize=8)
     for ax, (k, name) in zip(axes[1:], enumerate(record["names"]), strict=False):
         ax.step(steps, record["points"][:, k], where="post", color="C2")
-        ax.set_ylabel(name)
-    axes[-1].set_xlabel("super-transition")
+        ax.set_ylabel(textwrap.fill(parameter_label(name), 28), fontsize=8)
+    if record.get("adapted") is not None:
+        for ax in axes:
+            ax.axvline(record["adapted"] - 0.5, color="black", linestyle="--", linewidth=1)
+        axes[0].text(record["adapted"] - 0.5, 1.0, " tuning stopped, setting frozen",
+                     transform=axes[0].get_xaxis_transform(), va="top", fontsize=7)
+    budget = record.get("gradient_budget")
+    each = f"{int(budget)} gradients per chain" if budget is not None else "a fixed budget"
+    axes[-1].set_xlabel(f"super-transition ({each} each)")
     return axes
 
 
@@ -257,9 +333,9 @@ def _write_trace(record: dict, out_path: Path, title: str, shaded: int, dpi: int
     if shaded > 0:
         for ax in axes:
             ax.axvspan(-0.5, shaded - 0.5, color="0.85", zorder=0)
-        axes[0].text(0.0, 1.0, " mass warm-up", transform=axes[0].transAxes, va="top",
-                     fontsize=7)
-    axes[0].set_title(title)
+        axes[0].text(0.0, 0.0, " mass-matrix warm-up", transform=axes[0].transAxes,
+                     va="bottom", fontsize=7)
+    axes[0].set_title(textwrap.fill(title, 70), fontsize=10)
     fig.savefig(out_path, dpi=dpi)
 
 
@@ -283,8 +359,9 @@ def write_tuning_plots(idata, out_dir: str | Path, box: Box | None = None,
         start = min(skip, len(record["rewards"]))
         stop = max(stop, start)
     written = [out_dir / "tuning_trace.png"]
-    _write_trace(record, written[-1], f"tuner {idata['tuning'].attrs.get('tuner', '?')}",
-                 start, dpi)
+    tuner = describe_tuner(idata["tuning"].attrs.get("tuner"))
+    _write_trace(record, written[-1], f"Tuning: {tuner}", start, dpi)
+    frozen = record["points"][-1] if record.get("adapted") is not None else None
 
     box = infer_box({**record, "points": record["points"][start:stop]}) if box is None else box
     record = {**record, "points": record["points"][start:stop],
@@ -295,7 +372,7 @@ def write_tuning_plots(idata, out_dir: str | Path, box: Box | None = None,
     points, rewards, facts = record["points"], record["rewards"], innermost(config)
     if box.dim >= 2:
         fig = Figure(figsize=(6, 4.8), layout="constrained")
-        plot_reward_surface(fig.subplots(), box, points, rewards, facts=facts)
+        plot_reward_surface(fig.subplots(), box, points, rewards, facts=facts, frozen=frozen)
         written.append(out_dir / "reward_surface.png")
         fig.savefig(written[-1], dpi=dpi)
     fig = Figure(figsize=(6, 5), layout="constrained")

@@ -14,10 +14,10 @@ import pytest
 
 from adaptmc import io
 from adaptmc.cli import main
-from adaptmc_lab.targets import get_target
 from adaptmc_lab import bench
 from adaptmc_lab.bench import references
 from adaptmc_lab.cli import main as lab_main
+from adaptmc_lab.targets import get_target
 
 # a cell small enough for CI: 2 chains, 20 warm-up and 40 sampling draws
 TINY = bench.BenchConfig(num_chains=2, num_warmup=20, num_samples=40)

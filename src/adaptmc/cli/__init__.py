@@ -56,15 +56,16 @@ def cmd_sample(args, resume: bool = False) -> int:
                       config={"cli": vars(args)})
     text = format_summary(result.idata)
     (Path(args.out) / "summary.txt").write_text(text + "\n")
-    print(text)
-    for warning in json.loads(result.idata.attrs.get("warnings", "[]")):
-        print(f"adaptmc sample: warning: {warning}", file=sys.stderr)
+    print(text)  # the warnings and notes, once, in the summary
+    from adaptmc.posterior_plots import write_posterior_plots
+
+    paths = write_posterior_plots(result.idata, args.out)
     if plan.options.get("tuner") not in ("fixed", "grid"):
         from adaptmc.plots import write_tuning_plots
 
         skip = plan.plot_skip if plan.prepare is None else None
-        for path in write_tuning_plots(result.idata, args.out, box=plan.box, skip=skip):
-            print(f"plot: {path}")
+        paths += write_tuning_plots(result.idata, args.out, box=plan.box, skip=skip)
+    print("plots: " + ", ".join(path.name for path in paths))
     print(f"\nrun folder: {args.out} (draws.nc, summary.txt, config.json)")
     return 0
 

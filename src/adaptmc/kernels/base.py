@@ -43,7 +43,9 @@ class StepInfo(NamedTuple):
     accepted: whether the proposal was taken; is_divergent: non-finite energy or an energy
     error above 1000 (BlackJAX's threshold); energy_error: ``H(proposal) - H(current)``
     (for RWM and MALA, minus the log M-H ratio); num_grads: gradient (or, for RWM,
-    log-density) evaluations spent.
+    log-density) evaluations spent; energy: the Hamiltonian at the chain's new state with
+    the momentum it ends with (Stan's ``energy__``, for E-BFMI; NaN for kernels without
+    momentum).
     """
 
     acceptance_rate: Array
@@ -51,6 +53,7 @@ class StepInfo(NamedTuple):
     is_divergent: Array
     energy_error: Array
     num_grads: Array
+    energy: Array = float("nan")
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,7 @@ def _step(key, state: HMCState, target, params: HMCParams, integrator):
     energy_end = -end.logdensity + metric.kinetic_energy(end.momentum, end.position)
     num_grads = params.num_leapfrog * num_grads_per_step(LEAPFROG)
     accept, info = metropolis_hastings(key_accept, energy_start - energy_end, num_grads)
+    info = info._replace(energy=jnp.where(accept, energy_end, energy_start))
     proposal = HMCState(end.position, end.logdensity, end.logdensity_grad, end.momentum)
     # on rejection the momentum is negated (only matters under partial refreshment)
     rejected = HMCState(state.position, state.logdensity, state.logdensity_grad, -momentum)

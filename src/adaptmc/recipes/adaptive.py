@@ -36,8 +36,9 @@
 
 The super-transition budget is ``max(400, 20 L_median, 8 L_max)`` gradients, so that every
 setting of the box makes at least eight draws per chain and the typical one twenty; the
-sampling phase spends about ``draws`` draws' worth of the warm-up's median trajectory; kept
-draws per chain are capped by thinning (``max_draws``).
+sampling phase keeps exactly ``draws`` draws per chain of the frozen setting (its last
+super-transition cut short, `adaptmc.run.run`'s ``num_draws``), so its gradients are
+``draws`` times the frozen ``L`` per chain.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from adaptmc import tuners
 from adaptmc.adaptation.window import METRICS, window_warmup
 from adaptmc.kernels import HMCParams, hmc
 from adaptmc.recipes.parts import BANDIT_TUNERS, make_bandit, objective_from_name
-from adaptmc.recipes.plan import Plan, Prepared, check_plan, options_of
+from adaptmc.recipes.plan import Plan, Prepared, check_plan, options_of, sampling_length
 from adaptmc.targets.base import Target
 from adaptmc.tuners.base import Tuner
 
@@ -118,7 +119,6 @@ def adaptive_hmc(
     budget: int | None = None,
     objective: str | Callable = "ess-lag1",
     jitter: float = 0.2,
-    max_draws: int = 10_000,
     seed: int = 0,
 ) -> Plan:
     """Adaptive HMC (see the module docstring).
@@ -143,8 +143,7 @@ def adaptive_hmc(
         0 turns it off (always ``tuning`` super-transitions of tuning). Only the GP bandits
         (``gp-ucb``, ``hedge``, ``sir``) have the posterior it reads.
     draws
-        The sampling phase spends about ``draws`` times the warm-up's median trajectory
-        length in gradients per chain.
+        Kept draws per chain, exactly (each one HMC trajectory of the frozen setting).
     budget
         Gradients per chain of a super-transition (default: ``max(400, 20 L_median,
         8 L_max)``: at least 20 draws at the warm-up's typical length, 8 at the box's top).
@@ -152,16 +151,13 @@ def adaptive_hmc(
         The bandit's reward (a name of `adaptmc.objectives.OBJECTIVES` or a callable).
     jitter
         Step-size jitter ``j``: each trajectory's step is ``eps U(1 - j, 1 + j)``.
-    max_draws
-        Kept draws per chain at most (thinning above).
     seed
         Unused here (the warm-up takes the run's key); accepted for a uniform interface.
     """
     if tuner not in BANDIT_TUNERS:
         raise ValueError(f"adaptive-hmc tunes with a bandit ({', '.join(BANDIT_TUNERS)}), "
                          f"not {tuner!r}")
-    check_sizes(metric, budget, warmup_steps=warmup_steps, tuning=tuning, draws=draws,
-                max_draws=max_draws)
+    check_sizes(metric, budget, warmup_steps=warmup_steps, tuning=tuning, draws=draws)
     if stop_rule not in STOP_TOLERANCES:
         raise ValueError(f"stop_rule must be one of {', '.join(STOP_TOLERANCES)}, "
                          f"got {stop_rule!r}")
@@ -176,13 +172,13 @@ def adaptive_hmc(
     def prepare(target: Target, positions: np.ndarray, key) -> Prepared:
         warm = window_warmup(target, positions, key, num_steps=warmup_steps, metric=metric)
         plan = tuned_plan(warm, tuner=tuner, tuning=tuning, draws=draws, budget=budget,
-                          objective=made_objective, jitter=jitter, max_draws=max_draws,
-                          options=options, stop=(stop_rule, stop_tolerance))
+                          objective=made_objective, jitter=jitter, options=options,
+                          stop=(stop_rule, stop_tolerance))
         return Prepared(plan, warm.positions, warm.num_grads, warmup_record(warm, plan))
 
     placeholder = Plan("adaptive-hmc", hmc, HMCParams(jitter=jitter), tuners.fixed(),
                        made_objective, tuning + 1, max(budget or 1000, 1), tuning, tuning,
-                       options=options, prepare=prepare)
+                       options=options, prepare=prepare, draws=draws)
     return placeholder
 
 
@@ -213,10 +209,11 @@ def with_stop_rule(bandit: Tuner, tuning: int, stop: tuple[str, float] | None) -
 
 
 def tuned_plan(warm, *, tuner: str, tuning: int, draws: int, budget: int | None,
-               objective: Callable | None, jitter: float, max_draws: int,
-               options: dict, stop: tuple[str, float] | None = None) -> Plan:
+               objective: Callable | None, jitter: float, options: dict,
+               stop: tuple[str, float] | None = None) -> Plan:
     """The plan after the warm-up ``warm``: box, budget, bandit (under the stop rule
-    ``stop``, ``(rule, tolerance)``, when given), run length and thinning."""
+    ``stop``, ``(rule, tolerance)``, when given) and ``draws`` kept draws per chain (the
+    planned length: as many super-transitions as they take at the median ``L``)."""
     low, median, high = trajectory_box(warm.trajectory_steps)
     eps = warm.step_size
     box = tuners.make_box({"step_size": (eps / 4, 2 * eps), "num_leapfrog": (low, high)},
@@ -228,13 +225,11 @@ def tuned_plan(warm, *, tuner: str, tuning: int, draws: int, budget: int | None,
     bandit = make_bandit(tuner, box, initial=initial, extend_after=tuning // 2 or None,
                          limits={"num_leapfrog": (1, max(box.upper[1], budget // 8))})
     bandit = with_stop_rule(bandit, tuning, stop)
-    sampling = max(4, math.ceil(draws * median / budget))
-    kept = sampling * budget / low
-    thin = max(1, math.ceil(kept / max_draws))
+    sampling = sampling_length(draws, budget // median)
     params = HMCParams(step_size=eps, num_leapfrog=initial["num_leapfrog"],
                        inverse_mass=warm.inverse_mass, jitter=jitter)
     plan = Plan("adaptive-hmc", hmc, params, bandit, objective, tuning + sampling, budget,
-                tuning, tuning, box, 0, options, None, thin)
+                tuning, tuning, box, 0, options, None, 1, draws)
     check_plan(plan)
     return plan
 

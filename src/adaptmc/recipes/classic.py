@@ -37,7 +37,7 @@ from adaptmc.recipes.parts import (
     objective_from_name,
     with_mass_warmup,
 )
-from adaptmc.recipes.plan import Plan, check_plan, options_of
+from adaptmc.recipes.plan import Plan, check_plan, options_of, sampling_length
 from adaptmc.targets.base import Target
 
 
@@ -63,8 +63,9 @@ def manual(
     mass_warmup: int | None = None,
     keep_adapting: float | None = None,
     max_divergence_rate: float = 0.0,
-    super_transitions: int = 50,
+    super_transitions: int | None = None,
     budget: int = 1000,
+    draws: int | None = None,
     seed: int = 0,
     name: str = "manual",
 ) -> Plan:
@@ -84,7 +85,9 @@ def manual(
     failed arm) only when more than that fraction of its steps diverged
     (`adaptmc.tuners.tolerate_divergences`, `adaptmc.objectives.tolerating_divergences`),
     for kernels whose divergences are rare numerical events of an exactly corrected step
-    (RMHMC's and MSD's fixed points); 0 keeps the strict rule.
+    (RMHMC's and MSD's fixed points); 0 keeps the strict rule. The run's length:
+    ``draws`` kept draws per chain after the ``warmup`` super-transitions, exactly
+    (`sized`), or ``super_transitions`` super-transitions (default 50), not both.
     """
     if not 0.0 <= max_divergence_rate < 1.0:
         raise ValueError(f"max_divergence_rate must be in [0, 1), got {max_divergence_rate}")
@@ -109,10 +112,29 @@ def manual(
     if max_divergence_rate:
         made = tuners.tolerate_divergences(made, max_divergence_rate)
         reward = None if reward is None else tolerating_divergences(reward, max_divergence_rate)
-    plan = Plan(name, kernel, params, made, reward, super_transitions, budget, warmup,
-                adapt_until, bandit_box, plot_skip, options_of(locals()))
+    options = options_of(locals())
+    plan = sized(Plan(name, kernel, params, made, reward, 1, budget, warmup, adapt_until,
+                      bandit_box, plot_skip, options), super_transitions, draws)
     check_plan(plan)
     return plan
+
+
+def sized(plan: Plan, super_transitions: int | None, draws: int | None) -> Plan:
+    """``plan`` with its length: ``draws`` kept draws per chain after its warm-up (planned
+    at the starting setting's steps per super-transition; the run keeps exactly ``draws``
+    whatever the tuner sets), else ``super_transitions`` (default 50). Both given is one
+    clear error, before anything runs."""
+    if draws is not None and super_transitions is not None:
+        raise ValueError("give draws (kept draws per chain) or super_transitions, not both: "
+                         "with draws the super-transitions follow")
+    if draws is None:
+        length = 50 if super_transitions is None else super_transitions
+        return plan._replace(num_super_transitions=length)
+    if isinstance(draws, bool) or int(draws) != draws or draws < 1:
+        raise ValueError(f"draws must be an integer >= 1 (kept draws per chain), got {draws}")
+    steps = plan.gradient_budget // max(1, plan.kernel.cost(plan.params))
+    length = max(plan.num_warmup + sampling_length(draws, steps), plan.adapt_until or 0)
+    return plan._replace(num_super_transitions=length, draws=int(draws))
 
 
 def bandit_hmc(
@@ -125,8 +147,9 @@ def bandit_hmc(
     adapt_until: int | None = 30,
     jitter: float = 0.2,
     objective: str | Callable = "esjd-sqrt-l",
-    super_transitions: int = 80,
+    super_transitions: int | None = None,
     budget: int = 2000,
+    draws: int | None = None,
     box: tuners.Box | dict | None = None,
     schedule: str | None = None,
     anneal_rate: float | None = None,
@@ -140,7 +163,8 @@ def bandit_hmc(
     (ESJD / sqrt(L), Wang, Mohamed & de Freitas 2013), warm-started by the warm-up's terminal
     window; the draws of the first ``warmup`` super-transitions are not kept, and from
     ``adapt_until`` on the bandit's best setting by posterior mean is frozen (None: it keeps
-    adopting with annealed probability).
+    adopting with annealed probability). Length: ``draws`` kept draws per chain, or
+    ``super_transitions`` (default 80), as `manual`.
     """
     if tuner not in BANDIT_TUNERS:
         raise ValueError(f"bandit-hmc tunes with a bandit ({', '.join(BANDIT_TUNERS)}), "
@@ -148,8 +172,9 @@ def bandit_hmc(
     return manual(target, kernel="hmc", jitter=jitter, step_size=step_size, tuner=tuner,
                   objective=objective, box=box, schedule=schedule, anneal_rate=anneal_rate,
                   warmup=warmup, adapt_until=adapt_until, adapt_mass=metric,
-                  mass_warmup=mass_warmup, super_transitions=super_transitions, budget=budget,
-                  seed=seed, name="bandit-hmc")
+                  mass_warmup=mass_warmup, super_transitions=_default(super_transitions,
+                                                                      draws, 80),
+                  budget=budget, draws=draws, seed=seed, name="bandit-hmc")
 
 
 def gradient_adaptive(
@@ -159,21 +184,23 @@ def gradient_adaptive(
     warmup: int = 20,
     step_size: float | None = None,
     keep_adapting: float | None = None,
-    super_transitions: int = 40,
+    super_transitions: int | None = None,
     budget: int = 1000,
+    draws: int | None = None,
     seed: int = 0,
 ) -> Plan:
     """gadMALA or gadRWM (``kernel``: any of ``gadmala``, ``gadmala-diag``, ``gadrwm``, ...;
     Titsias & Dellaportas 2019): the proposal's factor adapts inside every step during
     ``warmup`` super-transitions, starting from ``L = h I`` with Hoffman & Gelman's initial
     ``h`` (unless ``step_size`` is given), then is frozen (or keeps adapting with a decaying
-    rate, ``keep_adapting``)."""
+    rate, ``keep_adapting``). Length: ``draws`` kept draws per chain, or ``super_transitions``
+    (default 40), as `manual`."""
     if not kernel.startswith(("gadmala", "gadrwm")):
         raise ValueError(f"gradient-adaptive runs gadmala* or gadrwm* kernels, not {kernel!r}")
     return manual(target, kernel=kernel, step_size=step_size, tuner="fixed", objective=None,
                   warmup=warmup, keep_adapting=keep_adapting,
-                  super_transitions=super_transitions, budget=budget, seed=seed,
-                  name="gradient-adaptive")
+                  super_transitions=_default(super_transitions, draws, 40), budget=budget,
+                  draws=draws, seed=seed, name="gradient-adaptive")
 
 
 def hmc_dual_averaging(
@@ -184,19 +211,21 @@ def hmc_dual_averaging(
     target_accept: float = 0.65,
     warmup: int = 10,
     step_size: float | None = None,
-    super_transitions: int = 40,
+    super_transitions: int | None = None,
     budget: int = 1000,
+    draws: int | None = None,
     seed: int = 0,
 ) -> Plan:
     """HMC with ``num_leapfrog`` steps whose step size is dual-averaged after every step
     toward acceptance ``target_accept`` during ``warmup`` (Hoffman & Gelman 2014, Alg. 5; the
-    kernel ``hmc-da``), then frozen at the averaged step."""
+    kernel ``hmc-da``), then frozen at the averaged step. Length: ``draws`` kept draws per
+    chain, or ``super_transitions`` (default 40), as `manual`."""
     if not 0.0 < target_accept < 1.0:
         raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
     plan = manual(target, kernel="hmc-da", num_leapfrog=num_leapfrog, jitter=jitter,
                   step_size=step_size, tuner="fixed", objective=None, warmup=warmup,
-                  super_transitions=super_transitions, budget=budget, seed=seed,
-                  name="hmc-da")
+                  super_transitions=_default(super_transitions, draws, 40), budget=budget,
+                  draws=draws, seed=seed, name="hmc-da")
     params = plan.params._replace(target_acceptance=target_accept)
     return plan._replace(params=params, options={**plan.options, "target_accept": target_accept})
 
@@ -210,20 +239,30 @@ def hmc_grid(
     mass_warmup: int | None = None,
     jitter: float = 0.2,
     objective: str | Callable = "esjd",
-    super_transitions: int = 40,
+    super_transitions: int | None = None,
     budget: int = 1000,
+    draws: int | None = None,
     seed: int = 0,
 ) -> Plan:
     """The oracle of a grid: after the mass warm-up, each point of ``grid`` (default ``L`` in
     1, 2, 4, ..., 64 at the warm-up's step size) runs one super-transition, then the point
-    with the highest reward is frozen. The grid's super-transitions count as warm-up."""
+    with the highest reward is frozen. The grid's super-transitions count as warm-up.
+    Length: ``draws`` kept draws per chain, or ``super_transitions`` (default 40), as
+    `manual`."""
     grid = {"num_leapfrog": [1, 2, 4, 8, 16, 32, 64]} if grid is None else dict(grid)
     num_points = int(np.prod([len(v) for v in grid.values()]))
     mass_warmup = warmup if mass_warmup is None else mass_warmup
     return manual(target, kernel="hmc", jitter=jitter, tuner="grid", grid=grid,
                   objective=objective, warmup=mass_warmup + num_points,
                   adapt_until=mass_warmup + num_points, adapt_mass=metric,
-                  mass_warmup=mass_warmup, super_transitions=super_transitions, budget=budget,
-                  seed=seed, name="hmc-grid")
+                  mass_warmup=mass_warmup,
+                  super_transitions=_default(super_transitions, draws, 40), budget=budget,
+                  draws=draws, seed=seed, name="hmc-grid")
+
+
+def _default(super_transitions: int | None, draws: int | None, default: int) -> int | None:
+    """A recipe's ``super_transitions``: as given, else its ``default`` unless ``draws``
+    sizes the run."""
+    return default if super_transitions is None and draws is None else super_transitions
 
 

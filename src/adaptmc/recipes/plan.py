@@ -43,7 +43,10 @@ class Plan(NamedTuple):
     options: the recipe's options as given, for the run's config; prepare: None, or
     ``prepare(target, positions (chains, dim), key) -> Prepared``, work done on the chains
     before the first super-transition (a warm-up whose measurements set the kernel's
-    parameters, the tuner's box and the run's length); thin: keep every ``thin``-th draw.
+    parameters, the tuner's box and the run's length); thin: keep every ``thin``-th draw;
+    draws: None, or the kept draws per chain, exactly: the run goes on after its
+    ``num_warmup`` super-transitions until each chain kept that many (its last
+    super-transition cut short), ``num_super_transitions`` being only the planned length.
     """
 
     name: str
@@ -60,6 +63,7 @@ class Plan(NamedTuple):
     options: dict | None = None
     prepare: Callable | None = None
     thin: int = 1
+    draws: int | None = None
 
 
 def check_plan(plan: Plan) -> None:
@@ -75,6 +79,10 @@ def check_plan(plan: Plan) -> None:
                               ("warmup", plan.num_warmup, 0)):
         if int(value) != value or value < low:
             raise ValueError(f"{label} must be an integer >= {low}, got {value}")
+    if plan.draws is not None and (isinstance(plan.draws, bool) or int(plan.draws) !=
+                                   plan.draws or plan.draws < 1):
+        raise ValueError(f"draws must be an integer >= 1 (kept draws per chain), got "
+                         f"{plan.draws}")
     if plan.num_warmup >= n:
         raise ValueError(f"warmup ({plan.num_warmup}) must be smaller than super_transitions "
                          f"({n}): no draw would be kept")
@@ -85,6 +93,12 @@ def check_plan(plan: Plan) -> None:
     if cost > plan.gradient_budget:
         raise ValueError(f"one step of {plan.kernel.name} costs {cost} gradients, more than "
                          f"the budget of {plan.gradient_budget} per super-transition")
+
+
+def sampling_length(draws: int, steps: int) -> int:
+    """Super-transitions that keep ``draws`` draws per chain at ``steps`` kept draws each
+    (the last one cut short): at least 1."""
+    return max(1, -(-int(draws) // max(1, int(steps))))
 
 
 def options_of(scope: dict) -> dict:

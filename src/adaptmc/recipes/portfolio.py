@@ -27,9 +27,8 @@ each during warm-up (two arms and one allocation, so no hedging schedule is need
    the audition above `MAX_RHAT_LP`) is out. When both are out, HMC runs (the default
    recipe's kernel).
 4. **Sampling**: the winner's frozen kernel continues from its trial's chain states (the
-   adapted gadMALA factor included), for as many super-transitions as adaptive HMC's
-   sampling phase. The audition's draws are not kept; every gradient of both trials is
-   counted in the run's total.
+   adapted gadMALA factor included) and keeps exactly ``draws`` draws per chain. The
+   audition's draws are not kept; every gradient of both trials is counted in the run's total.
 
 Resuming a run folder repeats the warm-up and both trials (deterministic, as adaptive HMC's
 warm-up is), then continues the sampling run from its checkpoint.
@@ -37,7 +36,6 @@ warm-up is), then continues the sampling run from its checkpoint.
 
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple
 
 import jax
@@ -52,7 +50,7 @@ from adaptmc.kernels import GADMALAParams, HMCParams, gadmala, hmc
 from adaptmc.objectives import lag_one_ess_per_grad
 from adaptmc.recipes.adaptive import check_sizes, tuned_plan, warmup_record
 from adaptmc.recipes.parts import in_step_adaptation
-from adaptmc.recipes.plan import Plan, Prepared, check_plan, options_of
+from adaptmc.recipes.plan import Plan, Prepared, check_plan, options_of, sampling_length
 from adaptmc.run import run
 from adaptmc.run.loop import init_states
 from adaptmc.targets.base import Target
@@ -82,14 +80,13 @@ def adaptive_portfolio(
     draws: int = 1000,
     budget: int | None = None,
     jitter: float = 0.2,
-    max_draws: int = 10_000,
     seed: int = 0,
 ) -> Plan:
     """Adaptive HMC or gadMALA, whichever wins an equal-cost trial (module docstring).
 
     Parameters
     ----------
-    metric, warmup_steps, tuning, draws, budget, jitter, max_draws
+    metric, warmup_steps, tuning, draws, budget, jitter
         As `adaptmc.recipes.adaptive_hmc`; ``tuning`` is also gadMALA's adapting
         super-transitions in its trial.
     audition
@@ -98,7 +95,7 @@ def adaptive_portfolio(
         Unused here (the warm-up takes the run's key); accepted for a uniform interface.
     """
     check_sizes(metric, budget, warmup_steps=warmup_steps, tuning=tuning,
-                audition=audition, draws=draws, max_draws=max_draws)
+                audition=audition, draws=draws)
     hmc.check_params(HMCParams(jitter=jitter))
     options = options_of(locals())
 
@@ -106,12 +103,11 @@ def adaptive_portfolio(
         warm = window_warmup(target, positions, key, num_steps=warmup_steps, metric=metric)
         hmc_plan = tuned_plan(warm, tuner="gp-ucb", tuning=tuning, draws=draws, budget=budget,
                               objective=lag_one_ess_per_grad, jitter=jitter,
-                              max_draws=max_draws, options=options)
+                              options=options)
         trials = run_trials(target, warm, hmc_plan, audition, key)
         winner = choose(trials)
-        sampling = hmc_plan.num_super_transitions - tuning
         plan = sampling_plan(winner, trials[winner].result, hmc_plan.gradient_budget,
-                             sampling, max_draws, options)
+                             draws, options)
         grads = warm.num_grads + sum(t.result.num_grads for t in trials.values())
         record = {**warmup_record(warm, hmc_plan),
                   "num_grads": grads, "warmup_num_grads": warm.num_grads,
@@ -126,7 +122,7 @@ def adaptive_portfolio(
 
     return Plan(NAME, hmc, HMCParams(jitter=jitter), tuners.fixed(), lag_one_ess_per_grad,
                 tuning + 1, max(budget or 1000, 1), tuning, tuning, options=options,
-                prepare=prepare)
+                prepare=prepare, draws=draws)
 
 
 def run_trials(target: Target, warm, hmc_plan: Plan, audition: int, key) -> dict[str, Trial]:
@@ -215,17 +211,14 @@ def choose(trials: dict[str, Trial]) -> str:
     return "hmc"
 
 
-def sampling_plan(winner: str, result, budget: int, sampling: int, max_draws: int,
-                  options: dict) -> Plan:
-    """The winner's frozen kernel (its trial's last parameters) for ``sampling``
-    super-transitions of ``budget`` gradients, thinned to at most ``max_draws`` kept draws
-    per chain."""
+def sampling_plan(winner: str, result, budget: int, draws: int, options: dict) -> Plan:
+    """The winner's frozen kernel (its trial's last parameters) in super-transitions of
+    ``budget`` gradients until each chain kept ``draws`` draws."""
     kernel = hmc if winner == "hmc" else gadmala
     params = result.params
-    kept = sampling * (budget // kernel.cost(params))
-    thin = max(1, math.ceil(kept / max_draws))
+    sampling = sampling_length(draws, budget // kernel.cost(params))
     plan = Plan(NAME, kernel, params, tuners.fixed(), lag_one_ess_per_grad, sampling, budget,
-                0, 0, None, 0, options, None, thin)
+                0, 0, None, 0, options, None, 1, draws)
     check_plan(plan)
     return plan
 

@@ -21,6 +21,15 @@ def check_adapt_until(adapt_until, num_super_transitions: int) -> None:
                          f"run's super-transitions), got {adapt_until}")
 
 
+def check_num_draws(num_draws) -> None:
+    """``num_draws`` (kept draws per chain): None or an integer >= 1."""
+    if num_draws is None:
+        return
+    if isinstance(num_draws, bool) or int(num_draws) != num_draws or num_draws < 1:
+        raise ValueError(f"draws must be an integer >= 1 (kept draws per chain), got "
+                         f"{num_draws}")
+
+
 def check_objective(objective, num_chains: int, dim: int, step_cost: int) -> None:
     """Call ``objective`` once on a probe (zeros of shape ``(num_chains, 4, dim)``, zero
     statistics), before anything is written: an objective that raises or returns no number

@@ -24,6 +24,11 @@ many, so the sampling phase keeps its length, its draws and its thinning, and th
 fewer gradients. The stop index is part of every checkpoint, and the tuning group records
 it (``tuning.attrs["adapted"]``: super-transitions adapted; ``"adapt_until"``: the most).
 
+With ``num_draws`` the run keeps exactly that many draws per chain: after the warm-up
+super-transitions it runs as many as it takes, the last one cut short (fewer steps, fewer
+gradients), so the draws kept do not depend on the setting the tuner froze;
+``num_super_transitions`` is then only the planned length (the progress bar's first total).
+
 Every gradient evaluation is counted: one per chain for the initial point, then what each
 step reports. The PRNG key of super-transition ``i`` is ``fold_in(key, i)``, so a run
 resumed from a checkpoint makes exactly the draws of an uninterrupted one.
@@ -111,6 +116,7 @@ class _Setup:
     run_dir: Path | None
     attrs: dict = field(default_factory=dict)
     force: bool = False
+    num_draws: int | None = None
 
 
 @dataclass
@@ -157,6 +163,7 @@ def run(
     stop_after: int | None = None,
     prior_grads: int = 0,
     attrs: dict | None = None,
+    num_draws: int | None = None,
 ) -> RunResult:
     """Run ``num_chains`` chains for ``num_super_transitions`` super-transitions.
 
@@ -183,6 +190,10 @@ def run(
         Run folder; overwrite it; continue it; super-transitions between checkpoints.
     thin, stop_after
         Keep every ``thin``-th draw (all count); stop as if killed after ``stop_after`` (tests).
+    num_draws
+        Keep exactly this many draws per chain after the warm-up super-transitions, the
+        run's length following from the steps the (frozen) setting makes per
+        super-transition (None: ``num_super_transitions`` decides).
     prior_grads, attrs
         Gradients a recipe's warm-up spent (counted in the total); InferenceData attributes
         (``prior_wall_s`` and ``prior_compile_s`` add to the run's seconds; the result's
@@ -194,6 +205,7 @@ def run(
     sizes = (num_super_transitions, gradient_budget, num_chains, num_warmup, adapt_until,
              seed, thin)
     _check_everything(target, kernel, params, tuner, objective, sizes, checkpoint_every)
+    checks.check_num_draws(num_draws)
     check_run_resources(
         chains=num_chains, dim=target.dim, itemsize=target.initial_position.dtype.itemsize,
         draws_per_step=max(1, gradient_budget // kernel.cost(params) // thin),
@@ -202,14 +214,16 @@ def run(
     key_init, key_run = jax.random.split(jax.random.key(seed))
     positions = _starts(target, num_chains, initial_positions, initial_states, init_jitter,
                         key_init)
-    written = store.open_run_dir(
-        output_dir, resume=resume, force=force, config=config,
-        fingerprint=store.fingerprint(target, kernel, params, tuner, *sizes, objective))
+    facts = store.fingerprint(target, kernel, params, tuner, *sizes, objective)
+    if num_draws is not None:
+        facts["num_draws"] = int(num_draws)
+    written = store.open_run_dir(output_dir, resume=resume, force=force, config=config,
+                                 fingerprint=facts)
     run_dir = None if output_dir is None else Path(output_dir)
     staged = None if written == run_dir else written
     setup = _Setup(target, kernel, params, tuner, objective, num_super_transitions,
                    gradient_budget, num_chains, num_warmup, adapt_until, thin,
-                   checkpoint_every, key_run, run_dir, dict(attrs or {}), force)
+                   checkpoint_every, key_run, run_dir, dict(attrs or {}), force, num_draws)
     state = None
     with faults.capture_callback_errors() as caught:
         try:  # a new run's folder (an old one it replaces) is in place once checkpointed
@@ -251,10 +265,11 @@ def _make_loop(setup: _Setup) -> SuperTransitionLoop:
     per gradient when a tuner may change ``L``: one compilation; ``budget // cost`` when it
     changes nothing), and frozen super-transitions grouped up to the next checkpoint."""
     cost = 1 if setup.tuner.names else setup.kernel.cost(setup.params)
+    length = setup.num_super_transitions if setup.num_draws is None else 2**62
     return SuperTransitionLoop(setup.target, setup.kernel, setup.num_chains,
                                max_kept=setup.gradient_budget // cost // setup.thin,
-                               max_group=_max_group(setup.num_super_transitions,
-                                                    setup.adapt_until, setup.checkpoint_every))
+                               max_group=_max_group(length, setup.adapt_until,
+                                                    setup.checkpoint_every))
 
 
 def _max_group(num_super_transitions: int, adapt_until: int | None,
@@ -319,7 +334,7 @@ def _advance(setup: _Setup, state: _Progress, loop, progress: bool,
     should_stop = callbacks.stop_after(stop_after, state.start_index)
     index = state.start_index
     try:
-        while index < _length(setup, state):
+        while _more(setup, state, index):
             if should_stop(index):
                 if setup.run_dir is not None and state.pending:
                     _checkpoint(setup, state, index)
@@ -331,7 +346,7 @@ def _advance(setup: _Setup, state: _Progress, loop, progress: bool,
                     bar(step_params, summary, reward, _length(setup, state))
             index += count
             done = index - state.start_index
-            last = index == _length(setup, state)
+            last = not _more(setup, state, index)
             if setup.run_dir is not None and (done % setup.checkpoint_every == 0 or last):
                 _checkpoint(setup, state, index)
     finally:
@@ -351,8 +366,33 @@ def _shift(setup: _Setup, state: _Progress) -> int:
 
 
 def _length(setup: _Setup, state: _Progress) -> int:
-    """The run's super-transitions: as planned, less those an early stop freed."""
-    return setup.num_super_transitions - _shift(setup, state)
+    """The run's super-transitions: as planned, less those an early stop freed; with
+    ``num_draws``, those run so far plus as many as the draws still to keep need at the last
+    one's rate (exact once they are kept)."""
+    planned = setup.num_super_transitions - _shift(setup, state)
+    if setup.num_draws is None:
+        return planned
+    kept = [n for n, warm in zip(state.record["num_draws"], state.record["warmup"],
+                                 strict=True) if not warm]
+    if not kept or kept[-1] < 1:
+        return planned
+    missing = max(0, setup.num_draws - sum(kept))
+    return len(state.record["num_draws"]) + -(-missing // kept[-1])
+
+
+def _kept_missing(setup: _Setup, state: _Progress) -> int:
+    """Draws per chain still to keep (``num_draws`` mode)."""
+    kept = sum(n for n, warm in zip(state.record["num_draws"], state.record["warmup"],
+                                    strict=True) if not warm)
+    return setup.num_draws - kept
+
+
+def _more(setup: _Setup, state: _Progress, index: int) -> bool:
+    """Whether super-transition ``index`` runs: within the run's length, or, with
+    ``num_draws``, a warm-up one or draws still to keep."""
+    if setup.num_draws is None:
+        return index < _length(setup, state)
+    return _is_warmup(setup, state, index) or _kept_missing(setup, state) > 0
 
 
 def _adapting(setup: _Setup, state: _Progress, index: int) -> bool:
@@ -382,6 +422,12 @@ def _group_size(setup: _Setup, state: _Progress, loop, index: int,
         return 1
     done = index - state.start_index
     ends = [_length(setup, state) - index, loop.max_group]
+    if setup.num_draws is not None:  # whole super-transitions only; the last one alone
+        if _is_warmup(setup, state, index):
+            ends.append(setup.num_warmup - _shift(setup, state) - index)
+        else:
+            steps = setup.gradient_budget // setup.kernel.cost(_frozen(setup, state))
+            ends.append(_kept_missing(setup, state) // max(1, steps // setup.thin))
     if setup.run_dir is not None:
         ends.append(setup.checkpoint_every - done % setup.checkpoint_every)
     if stop_after is not None:
@@ -399,10 +445,9 @@ def _super_transitions(setup: _Setup, state: _Progress, loop, index: int, count:
     adapting = _adapting(setup, state, index)
     if adapting:
         proposal, state.tuner_state = tuner.propose(key_tune, state.tuner_state)
+        step_params = checks.with_proposal(kernel, setup.params, proposal, setup.target.dim)
     else:
-        state.frozen = tuner.best(state.tuner_state) if state.frozen is None else state.frozen
-        proposal = state.frozen
-    step_params = checks.with_proposal(kernel, setup.params, proposal, setup.target.dim)
+        proposal, step_params = state.frozen, _frozen(setup, state)
     state.params = step_params
     tuner_s = time.perf_counter() - tick
 
@@ -411,8 +456,10 @@ def _super_transitions(setup: _Setup, state: _Progress, loop, index: int, count:
         raise ValueError(
             f"super-transition {index}: the tuner proposed {proposal}, whose step costs "
             f"{kernel.cost(step_params)} gradients, leaving no kept draw in the budget of "
-            f"{setup.gradient_budget} (thin {setup.thin}); the run is checkpointed up to the "
-            "previous super-transition")
+            f"{setup.gradient_budget} (thin {setup.thin}): lower the thinning or raise the "
+            "budget; the run is checkpointed up to the previous super-transition")
+    if setup.num_draws is not None and not _is_warmup(setup, state, index):
+        num_steps = min(num_steps, _kept_missing(setup, state) * setup.thin)
     tick = time.perf_counter()
     state.states, positions, stats, logdensity, totals = loop(
         keys, state.states, step_params, num_steps, setup.thin, count)
@@ -442,6 +489,13 @@ def _super_transitions(setup: _Setup, state: _Progress, loop, index: int, count:
             logdensity[:, j], step_params, kernel.tunables))
         out.append((step_params, summary, reward))
     return out
+
+
+def _frozen(setup: _Setup, state: _Progress):
+    """The kernel's parameters at the tuner's frozen best setting (computed once)."""
+    if state.frozen is None:
+        state.frozen = setup.tuner.best(state.tuner_state)
+    return checks.with_proposal(setup.kernel, setup.params, state.frozen, setup.target.dim)
 
 
 def _score(setup: _Setup, positions, stats: dict, totals, num_steps: int):

@@ -28,6 +28,7 @@ _STEP_STATS = (
     ("energy_error", "stat/energy_error"),
     ("n_grad_evals", "stat/num_grads"),
     ("lp", "lp"),
+    ("energy", "stat/energy"),
 )
 
 
@@ -118,13 +119,15 @@ def to_inference_data(target, kernel, chunks, record, tuner, num_warmup, attrs):
 def describe_tuning(idata, tuner, tuner_state, objective, check_box: bool) -> None:
     """The tuner's own description of its final state (box, surrogate hyperparameters,
     schedule: what the plots refit with), the objective's name, and the convergence
-    warnings (`adaptmc.diagnostics.convergence_warnings`, with the frozen setting checked
-    against the tuner's box when ``check_box``: the tuner froze) as attributes."""
+    warnings (`adaptmc.diagnostics.convergence_warnings`) and the tuning notes (the frozen
+    setting checked against the tuner's box when ``check_box``: the tuner froze;
+    `adaptmc.diagnostics.tuning_notes`) as attributes."""
     from adaptmc import io
     from adaptmc.diagnostics import (
         convergence_warnings,
         divergences_by_phase,
         summary_in_blocks,
+        tuning_notes,
     )
     from adaptmc.tuners.describe import box_from_config, innermost
 
@@ -132,7 +135,7 @@ def describe_tuning(idata, tuner, tuner_state, objective, check_box: bool) -> No
     tuning = idata.tuning
     tuning.attrs["objective"] = getattr(objective, "__name__", "none") \
         if objective is not None else "none"
-    box = None
+    box, integer = None, ()
     if facts is not None:
         tuning.attrs["tuner_config"] = json.dumps(facts, default=io.json_default)
         config = innermost(facts)
@@ -140,8 +143,10 @@ def describe_tuning(idata, tuner, tuner_state, objective, check_box: bool) -> No
             found = box_from_config(config["box"])
             box = {n: (lo, hi) for n, lo, hi in zip(found.names, found.lower, found.upper,
                                                       strict=True)}
+            integer = [n for n, i in zip(found.names, found.integer, strict=True) if i]
     table = summary_in_blocks(idata)
-    idata.attrs["warnings"] = json.dumps(convergence_warnings(idata, table, box=box))
+    idata.attrs["warnings"] = json.dumps(convergence_warnings(idata, table))
+    idata.attrs["tuning_notes"] = json.dumps(tuning_notes(idata, box, integer))
     idata.attrs["divergences"] = json.dumps(divergences_by_phase(idata))
 
 

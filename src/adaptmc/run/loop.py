@@ -20,7 +20,8 @@ import numpy as np
 from adaptmc.kernels.base import Kernel
 from adaptmc.targets.base import QUICK_COMPILE, Target, check_position, compiled
 
-STEP_FIELDS = ("acceptance_rate", "accepted", "is_divergent", "energy_error", "num_grads")
+STEP_FIELDS = ("acceptance_rate", "accepted", "is_divergent", "energy_error", "num_grads",
+               "energy")
 
 
 class SuperTransitionLoop:

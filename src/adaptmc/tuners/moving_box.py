@@ -60,7 +60,7 @@ MAX_SHRINKS = 30
 
 EDGE = 0.02
 """A setting within this fraction of an axis's span (in the axis's own scale) of a bound lies
-at that edge (as in `adaptmc.diagnostics.convergence_warnings`)."""
+at that edge (as in `adaptmc.diagnostics.tuning_notes`)."""
 
 RULES = ("shrink", "extend")
 
