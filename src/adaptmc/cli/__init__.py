@@ -189,7 +189,7 @@ def _check_saved(run_dir: str, saved: dict, defaults: dict) -> None:
 
 def cmd_summary(args) -> int:
     from adaptmc.diagnostics import format_summary
-    from adaptmc.run.store import read_draws
+    from adaptmc.run.netcdf import read_draws, verify_draws
 
     path = Path(args.run_dir) / "draws.nc"
     if not Path(args.run_dir).is_dir():
@@ -199,7 +199,13 @@ def cmd_summary(args) -> int:
             f"{str(path)!r} not found: the run has not finished (try `adaptmc resume "
             f"{args.run_dir}`)"
         )
-    print(format_summary(read_draws(Path(args.run_dir)), max_rows=args.rows))
+    verify_draws(Path(args.run_dir))
+    try:
+        text = format_summary(read_draws(Path(args.run_dir)), max_rows=args.rows)
+    except (OSError, KeyError) as err:  # a damaged block, read lazily
+        raise ValueError(f"{str(path)!r} is damaged ({' '.join(str(err).split())[:200]}); "
+                         "its draws are lost: run again with --force") from None
+    print(text)
     return 0
 
 
