@@ -286,6 +286,27 @@ def _show(value: Any) -> str:
     return f"{text} ({type(value).__name__})"
 
 
+def invalid_examples(option: Option) -> list:
+    """Values of 0, -1, NaN, +-inf, huge, just past the range, a non-integer and the wrong
+    type that ``option``'s declaration refuses (for tests and audits: every declared
+    option is checked with the same classes of bad input)."""
+    if option.kind == "choice":
+        return ["no-such-choice", 3]
+    if option.kind not in ("int", "float"):
+        return []
+    out = []
+    for value in (0, -1, 10.0**30 if option.kind == "float" else 10**30):
+        try:
+            check_value(option, value)
+        except OptionError:
+            out.append(value)
+    out += [math.nan, math.inf, -math.inf, "2"]
+    if option.high is not None:
+        out.append(option.high + 1 if option.kind == "int"
+                   else math.nextafter(option.high, math.inf))
+    return out + ([2.5] if option.kind == "int" else [])
+
+
 def machine_memory() -> int:
     """Bytes of memory this process may use: the machine's, or its cgroup's limit if lower."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
