@@ -15,7 +15,7 @@ import pytest
 
 from adaptmc import io
 from adaptmc.cli import main
-from adaptmc.run import store
+from adaptmc.run import netcdf, store
 
 MANUAL = ["sample", "--recipe", "manual", "--target", "gauss-2d-v1", "--no-progress",
           "--super-transitions", "4", "--warmup", "1", "--budget", "40", "--chains", "2",
@@ -30,13 +30,13 @@ def test_a_full_disk_at_the_final_write_is_one_line_and_resumes(tmp_path, monkey
                                                                  capsys):
     reference = tmp_path / "reference"
     assert main([*MANUAL, "--out", str(reference)]) == 0
-    write = store._write_netcdf
+    write = netcdf._write_netcdf
 
     def full(tmp, idata, describe):
         tmp.write_bytes(b"\0" * 1000)  # a partial file, as a real write leaves
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(store, "_write_netcdf", full)
+    monkeypatch.setattr(netcdf, "_write_netcdf", full)
     out = tmp_path / "run"
     capsys.readouterr()
     assert main([*MANUAL, "--out", str(out)]) == 2
@@ -45,14 +45,14 @@ def test_a_full_disk_at_the_final_write_is_one_line_and_resumes(tmp_path, monkey
     assert f"adaptmc resume {out}" in err
     assert sorted(p.name for p in out.iterdir()) == [".adaptmc", "checkpoint.npz", "chunks",
                                                      "config.json"]
-    monkeypatch.setattr(store, "_write_netcdf", write)
+    monkeypatch.setattr(netcdf, "_write_netcdf", write)
     assert main(["resume", str(out), "--no-progress"]) == 0
     np.testing.assert_array_equal(posterior(out), posterior(reference))
 
 
 def test_too_little_free_space_is_refused_before_writing(tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
-    monkeypatch.setattr(store, "_draws_bytes", lambda run_dir: 10**15)
+    monkeypatch.setattr(netcdf, "_draws_bytes", lambda run_dir: 10**15)
     assert main([*MANUAL, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "not enough free space" in err and "MB more" in err
@@ -62,9 +62,9 @@ def test_too_little_free_space_is_refused_before_writing(tmp_path, monkeypatch, 
 SHIM = textwrap.dedent("""
     import sys
     from adaptmc import options
-    from adaptmc.run import store
+    from adaptmc.run import netcdf
     options.free_disk = lambda path: 10**12   # the up-front estimate would refuse the run
-    store._draws_bytes = lambda run_dir: 0     # and the check before the final write
+    netcdf._draws_bytes = lambda run_dir: 0     # and the check before the final write
     from adaptmc.cli import main
     sys.exit(main())
 """)

@@ -25,29 +25,7 @@ def recipe_taking(name: str) -> str:
     return next(r for r in ("manual", *RECIPES) if name in recipe_options(r))
 
 
-def bad_values(option) -> list:
-    """The values the declaration makes invalid, of 0, -1, NaN, inf, huge, a non-integer
-    and the wrong type (Python values; the command line gets their text)."""
-    out = []
-    if option.kind == "choice":
-        return ["no-such-choice", 3]
-    if option.kind not in ("int", "float"):
-        return []
-    for value in (0, -1, 10.0**30 if option.kind == "float" else 10**30):
-        try:
-            options.check_value(option, value)
-        except OptionError:
-            out.append(value)
-    out += [math.nan, math.inf, -math.inf, "2"]
-    if option.high is not None:  # just past the top
-        out.append(option.high + 1 if option.kind == "int" else math.nextafter(option.high,
-                                                                                 math.inf))
-    if option.kind == "int":
-        out.append(2.5)
-    return out
-
-
-CASES = [(o.name, v) for o in DECLARED.values() for v in bad_values(o)]
+CASES = [(o.name, v) for o in DECLARED.values() for v in options.invalid_examples(o)]
 assert len(CASES) > 150  # every option, several values each
 
 

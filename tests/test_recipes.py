@@ -69,7 +69,7 @@ def test_build_refuses_what_a_recipe_does_not_take():
     target = get_target("gauss-2d-v1")
     with pytest.raises(ValueError, match="does not take grid"):
         recipes.build("adaptive-hmc", target, grid={"num_leapfrog": [1]})
-    with pytest.raises(ValueError, match="warmup_steps must be an integer >= 150"):
+    with pytest.raises(ValueError, match="warmup_steps must be an integer in \\[150, "):
         recipes.build("adaptive-hmc", target, warmup_steps=20)
     with pytest.raises(ValueError, match="metric must be"):
         recipes.build("adaptive-hmc", target, metric="full")

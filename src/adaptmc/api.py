@@ -9,8 +9,12 @@ when the target knows them.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +119,7 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         from adaptmc.io import prepare_output_dir
 
         prepare_output_dir(output_dir, force=force)  # refuse before any work
-    with telling_target_errors():
+    with telling_target_errors(), one_chain_quiet(chains):
         made = _make_target(target, model_args, model_kwargs)
         check_resources(options, made.dim, chains, output_dir,
                         made.initial_position.dtype.itemsize)
@@ -124,13 +128,40 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
             np.asarray(starting_positions(made, chains, seed, init, init_jitter))
         result = run_plan(made, plan, chains=chains, seed=seed, initial_positions=starts,
                           output_dir=output_dir, force=force, thin=thin, progress=progress)
-    idata = result.idata
-    idata.attrs["recipe"] = plan.name
-    if progress:
-        from adaptmc.diagnostics import format_summary
+        idata = result.idata
+        idata.attrs["recipe"] = plan.name
+        if progress:
+            from adaptmc.diagnostics import format_summary
 
-        print(format_summary(idata))
+            print(format_summary(idata))
     return idata
+
+
+ONE_CHAIN_NOTE = "note: one chain: R-hat compares chains and needs at least 2; it is not computed"
+
+
+@contextlib.contextmanager
+def one_chain_quiet(chains: int):
+    """With one chain, R-hat cannot be computed: `ONE_CHAIN_NOTE` is printed once, and
+    NumPy's and ArviZ's warnings about it (an all-NaN column, a shape below two chains)
+    are not."""
+    if chains != 1:
+        yield
+        return
+    print(ONE_CHAIN_NOTE, file=sys.stderr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import arviz
+    logger = getattr(arviz, "_log", logging.getLogger("arviz"))  # ArviZ's own logger object
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="All-NaN", category=RuntimeWarning)
+            warnings.filterwarnings("ignore", message=".*chains", category=UserWarning)
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def check_sample_args(args: dict, options: dict) -> dict:

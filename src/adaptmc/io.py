@@ -40,7 +40,8 @@ class WriteError(OSError):
 
 MARKER = ".adaptmc"  # written in every folder adaptmc creates: what --force may replace
 # what a run folder holds; anything else in one is a foreign file --force will not delete
-RUN_ENTRIES = {MARKER, CONFIG, CHECKPOINT, CHUNKS, DRAWS, "summary.txt", "failure.json"}
+RUN_ENTRIES = {MARKER, CONFIG, CHECKPOINT, CHUNKS, DRAWS, "summary.txt", "failure.json",
+               "draws.sha256"}
 RUN_SUFFIXES = (".png", ".pdf", ".svg", ".tmp")
 
 
@@ -407,5 +408,8 @@ def remove_chunks_from(run_dir: Path, first_stale: int) -> None:
     """Delete chunk files written after the last checkpoint (a run killed between writing a
     chunk and its checkpoint)."""
     for path in sorted((Path(run_dir) / CHUNKS).glob("*.npz")):
+        if not (path.stem.isdigit() and len(path.stem) == 6):
+            raise ValueError(f"{str(path)!r} is not a chunk adaptmc writes (chunks/NNNNNN.npz)"
+                             ": move it out of the run folder, then resume")
         if int(path.stem) >= first_stale:
             path.unlink()

@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
+
 MAX_COUNT = 2**31 - 1  # counts index int32 arrays on the device
 MAX_SEED = 2**63
 
@@ -236,20 +238,36 @@ def _to_number(name: str, text: str, what: str):
         raise OptionError(name, f"must be {what}, got {text!r}") from None
 
 
+def _scalar(value: Any):
+    """A real number as a Python int or float (NumPy and JAX scalars included), or None
+    for anything else (bools, strings, arrays, objects)."""
+    if isinstance(value, bool | str | bytes):
+        return None
+    if isinstance(value, numbers.Real):
+        return value
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError):
+        return None
+    return array.item() if array.ndim == 0 and array.dtype.kind in "iuf" else None
+
+
 def _integer(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    number = _scalar(value)
+    if number is None:
         raise OptionError(name, f"must be an integer, got {_show(value)}")
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if not math.isfinite(value) or not float(value).is_integer():
+    if isinstance(number, numbers.Integral):
+        return int(number)
+    if not math.isfinite(number) or not float(number).is_integer():
         raise OptionError(name, f"must be an integer, got {_show(value)}")
-    return int(value)
+    return int(number)
 
 
 def _real(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    number = _scalar(value)
+    if number is None:
         raise OptionError(name, f"must be a number, got {_show(value)}")
-    value = float(value)
+    value = float(number)
     if not math.isfinite(value):
         raise OptionError(name, f"must be a finite number, got {value}")
     return value
@@ -285,6 +303,27 @@ def _show(value: Any) -> str:
     text = repr(value)
     text = text if len(text) <= 40 else text[:37] + "..."
     return f"{text} ({type(value).__name__})"
+
+
+def invalid_examples(option: Option) -> list:
+    """Values of 0, -1, NaN, +-inf, huge, just past the range, a non-integer and the wrong
+    type that ``option``'s declaration refuses (for tests and audits: every declared
+    option is checked with the same classes of bad input)."""
+    if option.kind == "choice":
+        return ["no-such-choice", 3]
+    if option.kind not in ("int", "float"):
+        return []
+    out = []
+    for value in (0, -1, 10.0**30 if option.kind == "float" else 10**30):
+        try:
+            check_value(option, value)
+        except OptionError:
+            out.append(value)
+    out += [math.nan, math.inf, -math.inf, "2"]
+    if option.high is not None:
+        out.append(option.high + 1 if option.kind == "int"
+                   else math.nextafter(option.high, math.inf))
+    return out + ([2.5] if option.kind == "int" else [])
 
 
 def machine_memory() -> int:

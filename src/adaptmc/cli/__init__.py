@@ -26,10 +26,8 @@ def cmd_sample(args, resume: bool = False) -> int:
         from adaptmc.compile_cache import use_compile_cache
 
         use_compile_cache()
-    from adaptmc.api import run_plan
-    from adaptmc.diagnostics import format_summary
+    from adaptmc.api import one_chain_quiet
     from adaptmc.options import check_resources
-    from adaptmc.recipes import build
     from adaptmc.targets import get_target
 
     if not resume:
@@ -41,9 +39,16 @@ def cmd_sample(args, resume: bool = False) -> int:
     _check_precision(args, target)
     check_resources(options, target.dim, args.chains, args.out,
                     target.initial_position.dtype.itemsize)
-    if args.chains == 1:
-        print("note: one chain: R-hat compares chains and needs at least 2 (--chains); it "
-              "is not computed", file=sys.stderr)
+    with one_chain_quiet(args.chains):
+        return _sample(args, target, options, resume)
+
+
+def _sample(args, target, options: dict, resume: bool) -> int:
+    """Build the plan, run it, print and write the summary and the plots."""
+    from adaptmc.api import run_plan
+    from adaptmc.diagnostics import format_summary
+    from adaptmc.recipes import build
+
     plan = build(args.recipe, target, **options)
     starts = _starts(args, target)
     if plan.kernel.name.startswith(("gadmala", "gadrwm")) and args.step_size is None:
@@ -190,7 +195,7 @@ def _check_saved(run_dir: str, saved: dict, defaults: dict) -> None:
 
 def cmd_summary(args) -> int:
     from adaptmc.diagnostics import format_summary
-    from adaptmc.run.store import read_draws
+    from adaptmc.run.netcdf import read_draws, verify_draws
 
     path = Path(args.run_dir) / "draws.nc"
     if not Path(args.run_dir).is_dir():
@@ -200,7 +205,13 @@ def cmd_summary(args) -> int:
             f"{str(path)!r} not found: the run has not finished (try `adaptmc resume "
             f"{args.run_dir}`)"
         )
-    print(format_summary(read_draws(Path(args.run_dir)), max_rows=args.rows))
+    verify_draws(Path(args.run_dir))
+    try:
+        text = format_summary(read_draws(Path(args.run_dir)), max_rows=args.rows)
+    except (OSError, KeyError) as err:  # a damaged block, read lazily
+        raise ValueError(f"{str(path)!r} is damaged ({' '.join(str(err).split())[:200]}); "
+                         "its draws are lost: run again with --force") from None
+    print(text)
     return 0
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
+from adaptmc.options import check_options
 from adaptmc.recipes.adaptive import adaptive_hmc
 from adaptmc.recipes.classic import (
     bandit_hmc,
@@ -61,13 +62,14 @@ def recipe_options(name: str) -> tuple[str, ...]:
 
 
 def build(name: str, target: Target, **options) -> Plan:
-    """``RECIPES[name](target, **options)``, refusing options the recipe does not take."""
+    """``RECIPES[name](target, **options)``, refusing options the recipe does not take and
+    values their declarations refuse (`adaptmc.options`)."""
     allowed = recipe_options(name)
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(f"recipe {name!r} does not take {', '.join(unknown)} "
                          f"(its options: {', '.join(allowed)})")
-    return get_recipe(name)(target, **options)
+    return get_recipe(name)(target, **check_options(options))
 
 
 __all__ = [

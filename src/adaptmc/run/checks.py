@@ -79,7 +79,8 @@ def check_tuner(tuner: Tuner, kernel: Kernel, params, dim: int, gradient_budget:
             raise ValueError(
                 f"tuner {tuner.name!r}: at {label} one step costs {cost} gradients (thin "
                 f"{thin}), more than the budget of {gradient_budget} per super-transition: "
-                "raise the budget or narrow the box")
+                + ("lower the thinning, " if thin > 1 else "")
+                + "raise the budget or narrow the box")
 
 
 def with_proposal(kernel: Kernel, params, proposal: dict, dim: int):
