@@ -183,6 +183,7 @@ class _Chains:
         self.num_grads = chains + int(np.sum(np.asarray(grads)))
         self.out = {name: [] for name in ("x", "g", "lp", "steps", "div")}
         self.target_accept = target_accept
+        self.trusted = None
 
     def advance(self) -> None:
         """One chunk of `CHUNK` transitions per chain under the current metric."""
@@ -215,6 +216,21 @@ class _Chains:
         """Dual averaging restarted from each chain's averaged step."""
         self.da = da_init(da_final_step_size(self.da))
 
+    def keep_or_revert(self) -> bool:
+        """After a chunk: when most of its transitions diverged under a metric newer than
+        the last one a chunk ran well under, go back to that metric and its step sizes
+        (True); else trust the current ones (False). An estimate from a few draws of chains
+        still on their way in can be badly wrong, and dual averaging would then shrink the
+        step by orders of magnitude, making the next trajectories as long as NUTS allows."""
+        diverged = np.mean(self.out["div"][-1]) >= 0.5
+        if diverged and self.trusted is not None and self.metric is not self.trusted[0]:
+            self.metric, steps = self.trusted
+            self.da = da_init(steps)
+            return True
+        if not diverged:
+            self.trusted = (self.metric, da_final_step_size(self.da))
+        return False
+
 
 def early_warmup(target, positions, key, *, num_steps: int = 500, metric: str = "auto",
                  target_accept: float = 0.8, progress: bool | None = None) -> EarlyWarmup:
@@ -238,13 +254,16 @@ def early_warmup(target, positions, key, *, num_steps: int = 500, metric: str = 
     num_chunks = -(-int(num_steps) // CHUNK)
     bar = _bar(num_chunks * CHUNK, progress)
     foreground, background, late_switch, updates, choice = 0, 0, 2 * CHUNK, 0, {}
-    kind = "diag" if metric == "diag" else "low-rank"
+    kind, reverts = ("diag" if metric == "diag" else "low-rank"), 0
     for index in range(num_chunks):
         run.advance()
+        reverted = run.keep_or_revert()
+        reverts += reverted
         now = (index + 1) * CHUNK
         if now < final_start:
-            run.metric = _estimate(run, foreground, now, kind, rank)
-            updates += 1
+            if not reverted:
+                run.metric = _estimate(run, foreground, now, kind, rank)
+                updates += 1
             switch = CHUNK if now <= early_end else late_switch
             if now - background >= switch and now + switch <= final_start:
                 foreground, background = background, now
@@ -256,6 +275,7 @@ def early_warmup(target, positions, key, *, num_steps: int = 500, metric: str = 
         _show(bar, run, kind)
     if bar is not None:
         bar.close()
+    choice["reverted"] = reverts
     return _result(run, kind, choice, updates, final_start, started)
 
 
