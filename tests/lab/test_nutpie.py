@@ -55,3 +55,35 @@ def test_nutpie_draws_have_the_moments_and_their_gradients_are_counted():
     assert np.all(np.abs(z) < 4), z
     assert np.all(result.num_grads >= 1) and np.all(result.warmup_grads > 200)
     assert result.compile_s > 0 and result.wall_s > 0
+
+
+@pytest.mark.parametrize("low_rank", [False, True], ids=["diag", "low-rank"])
+def test_nutpie_on_a_targets_own_log_density_counts_every_gradient(low_rank):
+    pytest.importorskip("nutpie")
+    from adaptmc import diagnostics
+    from adaptmc.baselines.nutpie import nutpie_pyfunc
+
+    mean, cov = np.array([1.0, -2.0]), np.array([[1.0, 0.45], [0.45, 0.25]])
+    target = gaussian(mean, cov, name="c2")  # no PyMC twin needed
+    starts = mean + np.array([[3.0, 0.0], [0.0, 3.0], [-3.0, 0.0], [0.0, -3.0]])
+    run = nutpie_pyfunc(target, 5, num_chains=4, num_warmup=200, num_draws=400,
+                        initial_positions=starts, low_rank=low_rank)
+    assert run.positions.shape == (4, 400, 2)
+    assert set(run.idata.posterior.data_vars) == {"x"}
+    ess = diagnostics.ess(run.positions)
+    z = (run.positions.mean(axis=(0, 1)) - mean) / (np.sqrt(np.diag(cov)) / np.sqrt(ess))
+    assert np.all(np.abs(z) < 4), z
+    # every leapfrog step is one call of the log density, and each chain's start one more
+    steps = int(run.idata.sample_stats["n_steps"].values.sum())
+    warm_steps = int(run.idata.warmup_sample_stats["n_steps"].values.sum())
+    assert run.num_grads >= steps + warm_steps + 4
+    assert run.warmup_grads == run.num_grads - steps
+    assert run.wall_s > 0
+
+
+def test_nutpie_refuses_starts_of_the_wrong_shape():
+    pytest.importorskip("nutpie")
+    from adaptmc.baselines.nutpie import nutpie_pyfunc
+
+    with pytest.raises(ValueError, match="initial_positions"):
+        nutpie_pyfunc(gaussian(np.zeros(2), 1.0), 0, initial_positions=np.zeros((4, 3)))

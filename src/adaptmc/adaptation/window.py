@@ -94,22 +94,25 @@ class Warmup(NamedTuple):
 
 
 def reasonable_step_size(key, target, position, step_size: float = 1.0,
-                         max_iter: int = 100) -> tuple[float, int]:
+                         max_iter: int = 100, inverse_mass=None) -> tuple[float, int]:
     """Hoffman & Gelman (2014, Alg. 4): double (or halve) ``step_size`` while one leapfrog
-    step from ``position`` with momentum ``N(0, I)`` has acceptance above (below) 1/2;
+    step from ``position`` with momentum ``N(0, M)`` has acceptance above (below) 1/2;
     returns the step and the gradient evaluations spent (one per trial and one at the
-    start). The first trial, which sets the direction, runs inside the loop, so the compiled
-    program holds the model's gradient twice (the start and the trial), not three times."""
-    momentum = jax.random.normal(key, position.shape, position.dtype)
+    start). ``inverse_mass``: a diagonal ``M^{-1}`` ``(dim,)`` (default the identity). The
+    first trial, which sets the direction, runs inside the loop, so the compiled program
+    holds the model's gradient twice (the start and the trial), not three times."""
+    scale = jnp.ones_like(position) if inverse_mass is None else inverse_mass
+    momentum = jax.random.normal(key, position.shape, position.dtype) / jnp.sqrt(scale)
     logdensity, grad = target.logdensity_and_grad(position)
+    kinetic = 0.5 * momentum @ (scale * momentum)
 
     def above_half(log_eps):
         eps = jnp.exp(log_eps)
         p = momentum + 0.5 * eps * grad
-        x = position + eps * p
+        x = position + eps * scale * p
         new_logdensity, new_grad = target.logdensity_and_grad(x)
         p = p + 0.5 * eps * new_grad
-        delta = new_logdensity - 0.5 * p @ p - logdensity + 0.5 * momentum @ momentum
+        delta = new_logdensity - 0.5 * p @ (scale * p) - logdensity + kinetic
         return jnp.where(jnp.isfinite(delta), delta, -jnp.inf) > math.log(0.5)
 
     def cond(carry):

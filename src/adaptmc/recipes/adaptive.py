@@ -1,11 +1,12 @@
 """The default recipe: adaptive HMC whose every setting follows from what the target showed.
 
-1. **Warm-up** (`adaptmc.adaptation.window.window_warmup`): NUTS on Stan's windows, per chain,
-   from Hoffman & Gelman's first step; repeated while the chains disagree on the log density;
-   a diagonal (draws and gradients), dense or low-rank-plus-diagonal (nutpie's) metric chosen
-   from the draws. It reaches the
-   typical set from a far start and measures the scales, the step size and how long the
-   trajectories NUTS chose were.
+1. **Warm-up** (`adaptmc.adaptation.early.early_warmup`): NUTS per chain whose metric is
+   re-estimated from the chains' draws and gradients every few transitions at first, then in
+   growing windows (nutpie's foreground and background estimators), the step size by dual
+   averaging throughout; then the diagonal, low-rank or dense metric chosen by what each
+   buys on held-out draws (`adaptmc.adaptation.metric_choice`) and a final window under it.
+   It reaches the typical set from a far start and measures the scales, the step size and
+   how long the trajectories NUTS chose were.
 2. **Tuning**: a bandit (GP-UCB by default, Wang, Mohamed & de Freitas 2013) over
    fixed-length HMC's ``(eps, L)`` under the warm-up's metric, in a log-scale box built from
    the warm-up: ``eps`` in ``[eps_w / 4, 2 eps_w]`` around its step ``eps_w``, ``L`` from half
@@ -49,7 +50,7 @@ from collections.abc import Callable
 import numpy as np
 
 from adaptmc import tuners
-from adaptmc.adaptation.window import METRICS, window_warmup
+from adaptmc.adaptation.early import METRICS, early_warmup
 from adaptmc.kernels import HMCParams, hmc
 from adaptmc.recipes.parts import BANDIT_TUNERS, make_bandit, objective_from_name
 from adaptmc.recipes.plan import Plan, Prepared, check_plan, options_of, sampling_length
@@ -129,11 +130,12 @@ def adaptive_hmc(
         The bandit over ``(eps, L)``: one of ``gp-ucb``, ``parametric``, ``hedge``, ``sir``,
         ``random``.
     metric
-        ``"auto"`` (diagonal unless the warm-up's draws are strongly correlated, then dense
-        or low-rank: `adaptmc.adaptation.window`), ``"diag"``, ``"dense"`` or ``"low-rank"``
-        (cost per leapfrog step ``O(dim)``, ``O(dim^2)``, ``O(dim k)``).
+        ``"auto"`` (the one whose condition after preconditioning and cost per leapfrog
+        step promise the most effective draws per gradient on the warm-up's held-out
+        draws: `adaptmc.adaptation.metric_choice`), ``"diag"``, ``"dense"`` or
+        ``"low-rank"`` (cost per leapfrog step ``O(dim)``, ``O(dim^2)``, ``O(dim k)``).
     warmup_steps
-        NUTS transitions per chain of each warm-up stage (at least 150).
+        NUTS transitions per chain of the warm-up (at least 150).
     tuning
         Super-transitions of the bandit before its best setting is frozen, at most: the
         stop rule may end tuning earlier (`min_tuning`).
@@ -170,7 +172,7 @@ def adaptive_hmc(
     options = options_of(locals())
 
     def prepare(target: Target, positions: np.ndarray, key) -> Prepared:
-        warm = window_warmup(target, positions, key, num_steps=warmup_steps, metric=metric)
+        warm = early_warmup(target, positions, key, num_steps=warmup_steps, metric=metric)
         plan = tuned_plan(warm, tuner=tuner, tuning=tuning, draws=draws, budget=budget,
                           objective=made_objective, jitter=jitter, options=options,
                           stop=(stop_rule, stop_tolerance))
@@ -240,6 +242,8 @@ def warmup_record(warm, plan: Plan) -> dict:
     return {
         "stages": list(warm.stages),
         "metric": warm.metric,
+        "metric_choice": getattr(warm, "choice", None),
+        "metric_updates": getattr(warm, "num_updates", None),
         "metric_rank": int(warm.inverse_mass.rank) if warm.metric == "low-rank" else None,
         "step_size": warm.step_size,
         "num_grads": warm.num_grads,

@@ -1,6 +1,7 @@
-"""nutpie, the outside reference of the per-second tables: its NUTS (Rust; Stan-style
-warm-up with the mass matrix adapted from draws and gradients, Seyboldt et al.'s nutpie
-0.16) on a PyMC model of the same posterior as a built-in target (`pymc_twin`).
+"""nutpie, the outside reference: its NUTS (Rust; the mass matrix adapted from draws and
+gradients, diagonal or low-rank, Seyboldt et al.'s nutpie 0.16) on any target's own JAX log
+density (`nutpie_pyfunc`), or on a PyMC model of the same posterior as a built-in target
+(`pymc_twin`, `nutpie_nuts`).
 
 nutpie compiles a PyMC model (numba by default), so it runs on the targets that have a PyMC
 twin here: the Gaussians built by `adaptmc.targets.gaussians.gaussian` (neal-100d,
@@ -10,7 +11,9 @@ with ``pip install -e ".[nutpie]"``; nutpie and PyMC are imported inside the fun
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -80,3 +83,109 @@ def nutpie_nuts(target, seed: int, *, num_chains: int = 4, num_warmup: int = 100
                       np.full(num_chains, num_draws),
                       np.asarray(stats["step_size"].values[:, -1], float),
                       np.full((num_chains, target.dim), np.nan), wall_s, compile_s)
+
+
+class NutpieRun(NamedTuple):
+    """What `nutpie_pyfunc` returns.
+
+    idata: ArviZ InferenceData (``posterior``: the target's named, constrained variables;
+    ``unconstrained``: the flat positions ``x``, ``(chain, draw, dim)``; ``sample_stats``:
+    nutpie's); positions: ``(chains, draws, dim)``; num_grads: every call of the log
+    density, warm-up included; warmup_grads: those before the first kept draw; wall_s: the
+    sampling call; compile_s: the gradient's compilation, before it.
+    """
+
+    idata: Any
+    positions: np.ndarray
+    num_grads: int
+    warmup_grads: int
+    wall_s: float
+    compile_s: float
+
+
+def nutpie_pyfunc(target, seed: int, *, num_chains: int = 4, num_warmup: int = 1000,
+                  num_draws: int = 1000, initial_positions=None, low_rank: bool = False,
+                  cores: int | None = None, **settings) -> NutpieRun:
+    """nutpie's NUTS (diagonal metric, or ``low_rank``: nutpie's
+    ``low_rank_modified_mass_matrix``) on the target's own JAX log density, through
+    ``nutpie.compiled_pyfunc.from_pyfunc``: any `Target`, no PyMC twin needed.
+
+    Every chain starts at one of ``initial_positions: (num_chains, dim)`` (default: the
+    target's initial position), as the other samplers' chains do. Gradients are counted by a
+    counter around the log density (one per call, the warm-up's and the starts' included);
+    ``warmup_grads`` is that count less the kept draws' leapfrog steps. ``settings`` go to
+    ``nutpie.sample`` (e.g. ``target_accept``)."""
+    import jax
+    import nutpie
+    from nutpie.compiled_pyfunc import from_pyfunc
+
+    starts = _starts(target, num_chains, initial_positions)
+    tick = time.perf_counter()
+    value_and_grad = jax.jit(target.logdensity_and_grad)
+    jax.block_until_ready(value_and_grad(starts[0]))
+    compile_s = time.perf_counter() - tick
+    counter = _Counter()
+
+    def make_logp():
+        def logp(x):
+            counter.add()
+            value, grad = value_and_grad(x)
+            return float(value), np.asarray(grad, dtype=np.float64)
+        return logp
+
+    def make_expand(seed1, seed2, chain):
+        return lambda x: {"x": np.asarray(x, dtype=np.float64).copy()}
+
+    model = from_pyfunc(target.dim, make_logp, make_expand, [np.dtype("float64")],
+                        [(target.dim,)], ["x"],
+                        make_initial_point_fn=lambda _seed: starts[counter.start()])
+    tick = time.perf_counter()
+    trace = nutpie.sample(model, draws=num_draws, tune=num_warmup, chains=num_chains,
+                          seed=int(seed), cores=cores or num_chains, progress_bar=False,
+                          low_rank_modified_mass_matrix=low_rank, **settings)
+    wall_s = time.perf_counter() - tick
+    positions = np.asarray(trace.posterior["x"].values, dtype=float)
+    kept = int(np.asarray(trace.sample_stats["n_steps"].values).sum())
+    return NutpieRun(_as_idata(target, trace, positions), positions, counter.calls,
+                     counter.calls - kept, wall_s, compile_s)
+
+
+class _Counter:
+    """Calls of the log density and chains started, safe across nutpie's threads."""
+
+    def __init__(self):
+        self.lock, self.calls, self.started = threading.Lock(), 0, 0
+
+    def add(self) -> None:
+        with self.lock:
+            self.calls += 1
+
+    def start(self) -> int:
+        with self.lock:
+            index, self.started = self.started, self.started + 1
+        return index
+
+
+def _starts(target, num_chains: int, initial_positions) -> np.ndarray:
+    """``(num_chains, dim)`` starting points (cycled when fewer are given)."""
+    if initial_positions is None:
+        initial_positions = np.asarray(target.initial_position, float)[None]
+    starts = np.atleast_2d(np.asarray(initial_positions, dtype=float))
+    if starts.shape[-1] != target.dim or not np.all(np.isfinite(starts)):
+        raise ValueError(f"initial_positions must be finite, (chains, {target.dim}); got "
+                         f"shape {starts.shape}")
+    return starts[np.arange(num_chains) % starts.shape[0]]
+
+
+def _as_idata(target, trace, positions: np.ndarray):
+    """nutpie's trace with the target's named variables as its posterior."""
+    import arviz as az
+
+    from adaptmc.run.idata import posterior_variables
+
+    named = posterior_variables(target, positions)
+    idata = az.from_dict(posterior=named)
+    idata.add_groups(unconstrained=trace.posterior, sample_stats=trace.sample_stats)
+    if "warmup_sample_stats" in trace.groups():
+        idata.add_groups(warmup_sample_stats=trace.warmup_sample_stats)
+    return idata

@@ -1,0 +1,370 @@
+"""A warm-up that learns the metric early and often, then picks the metric that fits.
+
+NUTS (BlackJAX's kernel, parameters at call time) per chain, in chunks of `CHUNK`
+transitions; between chunks, on the host, the inverse mass is re-estimated from the draws
+*and gradients* of the chains (pooled), as nutpie does (Seyboldt, Carlson & Carpenter,
+"Preconditioning HMC by minimising Fisher divergence"; nuts-rs ``adapt_strategy.rs``):
+
+1. **Start**: the inverse mass ``diag(1 / |grad(x_0)|)`` (nutpie's), and each chain's first
+   step from Hoffman & Gelman's heuristic (2014, Alg. 4) under it.
+2. **Early and often**: two estimators, a foreground one whose estimate is used and a
+   background one that collects; the metric is re-estimated from the foreground's draws
+   after every chunk, and once the background holds ``switch`` draws they swap (the
+   foreground's old draws are dropped). ``switch`` is `CHUNK` over the first `EARLY_SHARE`
+   of the warm-up, so a chain started far out, or under a metric that is badly wrong, runs
+   at most a few chunks under it; after that it doubles at every swap (growing windows).
+   The estimate is the low-rank-plus-diagonal one of `adaptmc.adaptation.low_rank` (the
+   diagonal ``sqrt(var(x) / var(grad))`` and up to `warmup_rank` directions of the Fisher
+   divergence's minimiser), so a correlated posterior is preconditioned from the first
+   windows on, not after a stage under a diagonal metric.
+3. **Step size**: dual averaging (Hoffman & Gelman 2014, Alg. 5) per chain throughout,
+   restarted from its averaged step at every swap.
+4. **Choice** (`adaptmc.adaptation.metric_choice`): before the last `FINAL_SHARE` of the
+   warm-up, the diagonal, low-rank and dense metrics fitted to one half of the last
+   foreground window are judged on the other half (condition left after preconditioning,
+   cost per leapfrog step); the chosen one is fitted to the whole window.
+5. **Final window**: the chosen metric held fixed and the step size alone adapted; its
+   trajectory lengths give the tuner its range of ``L``.
+
+Every transition runs in one compiled program per target and shape, whose metric (a
+low-rank-plus-diagonal one padded to `warmup_rank` directions) and step sizes are arguments:
+a diagonal or dense metric is the same program with other arrays. Gradients are counted
+exactly: one per chain at the start, those of the first-step heuristic and each NUTS
+transition's ``num_integration_steps``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from adaptmc.adaptation import metric_choice
+from adaptmc.adaptation.dual_averaging import (
+    da_final_step_size,
+    da_init,
+    da_update,
+)
+from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense, low_rank_inverse_mass
+from adaptmc.adaptation.window import reasonable_step_size
+from adaptmc.targets.base import QUICK_COMPILE, compiled
+
+CHUNK = 10
+EARLY_SHARE = 0.3
+FINAL_SHARE = 0.15
+DENSE_MAX_DIM = 64
+METRICS = ("auto", "diag", "dense", "low-rank")
+
+
+class EarlyWarmup(NamedTuple):
+    """What `early_warmup` measured.
+
+    positions: ``(chains, dim)`` where the chains stand; step_size: the median of the chains'
+    final steps; inverse_mass: ``(dim,)``, ``(dim, dim)`` or a `LowRankInverseMass`; metric:
+    ``"diag"``, ``"dense"`` or ``"low-rank"``; trajectory_steps: ``(chains, n)`` NUTS
+    leapfrog steps per transition of the final window; draws: ``(chains, n, dim)`` its
+    positions; logdensity: ``(chains, steps)``; num_grads: gradients over all chains;
+    divergences; rhat_lp: split R-hat of the log density over the final window; stages:
+    what ran; choice: what each candidate metric measured; num_updates: metric estimates;
+    wall_s, compile_s: seconds.
+    """
+
+    positions: np.ndarray
+    step_size: float
+    inverse_mass: np.ndarray | LowRankInverseMass
+    metric: str
+    trajectory_steps: np.ndarray
+    draws: np.ndarray
+    logdensity: np.ndarray
+    num_grads: int
+    divergences: int
+    rhat_lp: float
+    stages: tuple[str, ...]
+    choice: dict
+    num_updates: int
+    wall_s: float
+    compile_s: float
+
+
+def warmup_rank(dim: int, metric: str = "auto") -> int:
+    """Directions the warm-up's program carries: every one up to `DENSE_MAX_DIM` (and when a
+    dense metric is asked for), so that a dense metric is one of its metrics; above, a
+    quarter of the dimension, at most 64, so the metric costs ``O(dim k)`` a step."""
+    if metric == "diag":
+        return 1
+    if dim <= DENSE_MAX_DIM or metric == "dense":
+        return dim
+    return min(math.ceil(dim / 4), 64)
+
+
+def schedule(num_steps: int) -> tuple[int, int]:
+    """``(early_end, final_start)``: the transitions of the early phase and the first of the
+    final, step-size-only window, both multiples of `CHUNK`."""
+    final = max(3 * CHUNK, CHUNK * round(FINAL_SHARE * num_steps / CHUNK))
+    early = CHUNK * round(EARLY_SHARE * num_steps / CHUNK)
+    return min(early, num_steps - final), num_steps - final
+
+
+def _first_program(target):
+    """Per chain: the log density and gradient at the start, nutpie's initial inverse mass
+    ``1 / |grad|`` and the first step under it (`reasonable_step_size`)."""
+
+    def one(key, x):
+        logdensity, grad = target.logdensity_and_grad(x)
+        scale = jnp.abs(grad)
+        inverse_mass = jnp.clip(jnp.where(scale > 0, 1.0 / scale, 1.0), 1e-20, 1e20)
+        step, grads = reasonable_step_size(key, target, x, inverse_mass=inverse_mass)
+        return logdensity, grad, inverse_mass, step, grads
+
+    return compiled(target, "early_warmup_first", lambda: jax.jit(
+        jax.vmap(one), compiler_options=QUICK_COMPILE))
+
+
+def _chunk_program(target, target_accept):
+    """Per chain, `CHUNK` NUTS transitions under a shared low-rank-plus-diagonal metric with
+    dual averaging of the chain's step size; returns the chains' states, dual averaging and
+    per transition (position, gradient, log density, leapfrog steps, divergent)."""
+    import blackjax
+    from blackjax.mcmc.metrics import LowRankInverseMassMatrix
+
+    kernel = blackjax.nuts.build_kernel()
+
+    def one(key, state, da, metric):
+        diag, vectors, values = metric
+        inverse_mass = LowRankInverseMassMatrix(jnp.sqrt(diag), vectors, values)
+
+        def body(carry, key):
+            state, da = carry
+            state, info = kernel(key, state, target.logdensity, jnp.exp(da.log_step_size),
+                                 inverse_mass)
+            da = da_update(da, info.acceptance_rate, target_accept)
+            return (state, da), (state.position, state.logdensity_grad, state.logdensity,
+                                 info.num_integration_steps, info.is_divergent)
+
+        (state, da), out = jax.lax.scan(body, (state, da), jax.random.split(key, CHUNK))
+        return state, da, out
+
+    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None)))
+
+
+def _padded(metric: LowRankInverseMass, rank: int):
+    """``metric`` as the program's arrays: ``rank`` directions, the unused ones with
+    eigenvalue 1 (no effect)."""
+    diag, vectors, values = (np.asarray(a, dtype=float) for a in metric)
+    dim, k = vectors.shape
+    padded_vectors = np.zeros((dim, rank))
+    padded_values = np.ones(rank)
+    padded_vectors[:, :k], padded_values[:k] = vectors[:, :rank], values[:rank]
+    return jnp.asarray(diag), jnp.asarray(padded_vectors), jnp.asarray(padded_values)
+
+
+class _Chains:
+    """The warm-up's running state on the host: chain states, dual averaging, the metric and
+    every transition's outputs so far."""
+
+    def __init__(self, target, positions, key, rank, target_accept):
+        self.target, self.rank, self.key = target, rank, key
+        self.compile_s, self.calls = 0.0, 0
+        chains = positions.shape[0]
+        self.key, key_first = jax.random.split(key)
+        logdensity, grad, inverse_mass, steps, grads = _first_program(target)(
+            jax.random.split(key_first, chains), positions)
+        from blackjax.mcmc.hmc import HMCState
+
+        self.state = HMCState(positions, logdensity, grad)
+        self.da = da_init(steps)
+        # pooled over chains by the geometric mean: a scale, not a location
+        diag = np.exp(np.mean(np.log(np.asarray(inverse_mass)), axis=0))
+        self.metric = LowRankInverseMass(diag, np.zeros((positions.shape[1], 0)), np.zeros(0))
+        self.num_grads = chains + int(np.sum(np.asarray(grads)))
+        self.out = {name: [] for name in ("x", "g", "lp", "steps", "div")}
+        self.target_accept = target_accept
+        self.trusted = None
+
+    def advance(self) -> None:
+        """One chunk of `CHUNK` transitions per chain under the current metric."""
+        cache_key = ("early_warmup_chunk", CHUNK, self.target_accept, self.rank)
+        if cache_key not in self.target.programs:
+            tick = time.perf_counter()
+            program = compiled(self.target, cache_key,
+                               lambda: _chunk_program(self.target, self.target_accept))
+            keys = jax.random.split(self.key, self.state.position.shape[0])
+            program.lower(keys, self.state, self.da, _padded(self.metric, self.rank)).compile()
+            self.compile_s += time.perf_counter() - tick
+        program = self.target.programs[cache_key]
+        self.key, key = jax.random.split(self.key)
+        keys = jax.random.split(key, self.state.position.shape[0])
+        self.state, self.da, out = program(keys, self.state, self.da,
+                                           _padded(self.metric, self.rank))
+        for name, value in zip(self.out, out, strict=True):
+            self.out[name].append(np.asarray(value))
+        self.num_grads += int(np.sum(self.out["steps"][-1]))
+        self.calls += 1
+
+    def window(self, start: int, stop: int):
+        """Pooled ``(draws, grads)``, both ``(chains, n, dim)``, of transitions
+        ``[start, stop)``."""
+        x = np.concatenate(self.out["x"][start // CHUNK: stop // CHUNK], axis=1)
+        g = np.concatenate(self.out["g"][start // CHUNK: stop // CHUNK], axis=1)
+        return x, g
+
+    def restart_step_size(self) -> None:
+        """Dual averaging restarted from each chain's averaged step."""
+        self.da = da_init(da_final_step_size(self.da))
+
+    def keep_or_revert(self) -> bool:
+        """After a chunk: when most of its transitions diverged under a metric newer than
+        the last one a chunk ran well under, go back to that metric and its step sizes
+        (True); else trust the current ones (False). An estimate from a few draws of chains
+        still on their way in can be badly wrong, and dual averaging would then shrink the
+        step by orders of magnitude, making the next trajectories as long as NUTS allows."""
+        diverged = np.mean(self.out["div"][-1]) >= 0.5
+        if diverged and self.trusted is not None and self.metric is not self.trusted[0]:
+            self.metric, steps = self.trusted
+            self.da = da_init(steps)
+            return True
+        if not diverged:
+            self.trusted = (self.metric, da_final_step_size(self.da))
+        return False
+
+
+def early_warmup(target, positions, key, *, num_steps: int = 500, metric: str = "auto",
+                 target_accept: float = 0.8, progress: bool | None = None) -> EarlyWarmup:
+    """Warm ``positions: (chains, dim)`` up on ``target`` for ``num_steps`` NUTS transitions
+    per chain (see the module docstring). ``metric``: ``"auto"`` (chosen by what each
+    buys), or one of ``"diag"``, ``"dense"``, ``"low-rank"`` (then only the choice is
+    forced). ``progress``: a bar over the transitions (None: when the output is a
+    terminal)."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {', '.join(map(repr, METRICS))}, "
+                         f"got {metric!r}")
+    if int(num_steps) != num_steps or num_steps < 10 * CHUNK:
+        raise ValueError(f"the warm-up needs an integer number of steps >= {10 * CHUNK}, "
+                         f"got {num_steps}")
+    started = time.perf_counter()
+    positions = jnp.asarray(positions)
+    chains, dim = positions.shape
+    rank = warmup_rank(dim, metric)
+    run = _Chains(target, positions, key, rank, target_accept)
+    early_end, final_start = schedule(int(num_steps))
+    num_chunks = -(-int(num_steps) // CHUNK)
+    bar = _bar(num_chunks * CHUNK, progress)
+    foreground, background, late_switch, updates, choice = 0, 0, 2 * CHUNK, 0, {}
+    kind, reverts = ("diag" if metric == "diag" else "low-rank"), 0
+    for index in range(num_chunks):
+        run.advance()
+        reverted = run.keep_or_revert()
+        reverts += reverted
+        now = (index + 1) * CHUNK
+        if now < final_start:
+            if not reverted:
+                run.metric = _estimate(run, foreground, now, kind, rank)
+                updates += 1
+            switch = CHUNK if now <= early_end else late_switch
+            if now - background >= switch and now + switch <= final_start:
+                foreground, background = background, now
+                late_switch *= 2 if now > early_end else 1
+                run.restart_step_size()
+        elif now == final_start:
+            kind, choice = _choose(run, foreground, now, metric, rank)
+            run.restart_step_size()
+        _show(bar, run, kind)
+    if bar is not None:
+        bar.close()
+    choice["reverted"] = reverts
+    return _result(run, kind, choice, updates, final_start, started)
+
+
+def _estimate(run: _Chains, start: int, stop: int, kind: str, rank: int):
+    """The foreground estimate from transitions ``[start, stop)``: the diagonal one, or the
+    low-rank-plus-diagonal one with at most ``rank`` directions."""
+    draws, grads = run.window(start, stop)
+    dim = draws.shape[-1]
+    x, g = draws.reshape(-1, dim), grads.reshape(-1, dim)
+    if x.shape[0] < 3:
+        return run.metric
+    estimate = low_rank_inverse_mass(x, g, max_rank=rank)
+    if kind == "diag":
+        return LowRankInverseMass(estimate.diag, np.zeros((dim, 0)), np.zeros(0))
+    return estimate
+
+
+def _choose(run: _Chains, start: int, stop: int, metric: str, rank: int):
+    """The final metric from transitions ``[start, stop)`` (`metric_choice.choose`, or the
+    kind ``metric`` names), set on ``run``; returns its kind and what was measured."""
+    draws, grads = run.window(start, stop)
+    dim = draws.shape[-1]
+    allowed = metric_choice.ORDER if metric == "auto" else (metric,)
+    budget = min(rank, max(1, math.ceil(dim / 4)))
+    flops = grad_flops(run.target)
+    kind, measured = metric_choice.choose(draws, grads, grad_flops=flops,
+                                          rank_budget=budget, dense=rank >= dim,
+                                          allowed=allowed)
+    run.metric = metric_choice.fit(kind, draws, grads, budget)
+    if kind == "low-rank" and run.metric.rank == 0:
+        kind = "diag"
+    return kind, {"grad_flops": flops, "window": [start, stop], **measured}
+
+
+def grad_flops(target) -> float:
+    """Floating-point operations of one gradient of ``target``, from XLA's cost analysis of
+    the lowered (not compiled) program; NaN when XLA does not say."""
+    try:
+        lowered = jax.jit(target.logdensity_and_grad).lower(jnp.asarray(
+            target.initial_position))
+        analysis = lowered.cost_analysis()
+        analysis = analysis[0] if isinstance(analysis, list) else analysis
+        return float(analysis.get("flops", math.nan))
+    except Exception:  # noqa: BLE001 - a cost model must not stop a run
+        return math.nan
+
+
+def _bar(total: int, progress: bool | None):
+    if progress is False:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="draw", desc="warm-up", dynamic_ncols=True,
+                disable=None if progress is None else False, leave=False)
+
+
+def _show(bar, run: _Chains, kind: str) -> None:
+    if bar is None:
+        return
+    bar.update(CHUNK)
+    step = float(np.median(np.exp(np.asarray(run.da.log_step_size))))
+    bar.set_postfix({"eps": f"{step:.3g}", "metric": kind, "rank": run.metric.rank,
+                     "grads": f"{run.num_grads:,}"}, refresh=False)
+
+
+def _result(run: _Chains, kind: str, choice: dict, updates: int, final_start: int,
+            started: float) -> EarlyWarmup:
+    """The warm-up's `EarlyWarmup` from its run state."""
+    from adaptmc.diagnostics import rhat
+
+    first = final_start // CHUNK
+    steps = np.concatenate(run.out["steps"][first:], axis=1)
+    lp_all = np.concatenate(run.out["lp"], axis=1)
+    last_lp = lp_all[:, final_start:, None]
+    chains = steps.shape[0]
+    metric = run.metric
+    if kind == "diag":
+        inverse_mass = np.asarray(metric.diag)
+    elif kind == "dense":
+        inverse_mass = low_rank_dense(metric)
+    else:
+        inverse_mass = metric
+    return EarlyWarmup(
+        positions=np.asarray(run.state.position),
+        step_size=float(np.median(np.asarray(da_final_step_size(run.da)))),
+        inverse_mass=inverse_mass, metric=kind, trajectory_steps=steps,
+        draws=np.concatenate(run.out["x"][first:], axis=1), logdensity=lp_all,
+        num_grads=run.num_grads,
+        divergences=int(sum(np.sum(d) for d in run.out["div"])),
+        rhat_lp=float(rhat(last_lp)[0]) if chains > 1 else 1.0,
+        stages=("early", "windows", kind), choice=choice, num_updates=updates,
+        wall_s=time.perf_counter() - started, compile_s=run.compile_s)

@@ -1,0 +1,112 @@
+"""The warm-up that learns the metric early and often (`adaptmc.adaptation.early`) and the
+choice of metric by what it buys (`adaptmc.adaptation.metric_choice`)."""
+
+import jax
+import numpy as np
+import pytest
+
+from adaptmc.adaptation import metric_choice
+from adaptmc.adaptation.early import early_warmup, schedule
+from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
+from adaptmc.targets import gaussian
+
+WARMUP_GRADIENT_BOUND = 20_000
+"""The most gradients (4 chains together) the warm-up may spend on the regression below
+before its metric removes the correlation: nutpie's own warm-up spends about 46,000 on a
+posteriordb regression of this kind."""
+
+
+def _regression_posterior(rng, n=100, centre=10.0):
+    """The posterior of ``(a, b)`` in ``y = a + b x + N(0, 1)`` with a flat prior and ``x ~
+    N(centre, 1)``: Gaussian with covariance ``(X^T X)^{-1}``, the pair correlated near
+    ``-centre / sqrt(centre^2 + 1)``."""
+    x = rng.normal(centre, 1.0, size=n)
+    design = np.stack([np.ones(n), x], axis=1)
+    cov = np.linalg.inv(design.T @ design)
+    return np.array([1.0, 2.0]), cov
+
+
+def _inverse_mass_matrix(warm):
+    if isinstance(warm.inverse_mass, LowRankInverseMass):
+        return low_rank_dense(warm.inverse_mass)
+    inverse_mass = np.asarray(warm.inverse_mass)
+    return np.diag(inverse_mass) if inverse_mass.ndim == 1 else inverse_mass
+
+
+def _preconditioned(cov, inverse_mass):
+    """``L^{-1} cov L^{-T}`` for ``inverse_mass = L L^T``."""
+    root = np.linalg.cholesky(inverse_mass)
+    whitened = np.linalg.solve(root, np.linalg.solve(root, cov).T)
+    return 0.5 * (whitened + whitened.T)
+
+
+def test_the_warmup_removes_an_uncentred_covariates_correlation_in_few_gradients():
+    mean, cov = _regression_posterior(np.random.default_rng(0))
+    sd = np.sqrt(np.diag(cov))
+    assert cov[0, 1] / (sd[0] * sd[1]) < -0.99
+    target = gaussian(mean, cov, name="uncentred-regression")
+    starts = mean + sd * np.random.default_rng(1).uniform(-2, 2, size=(4, 2))
+    warm = early_warmup(target, starts, jax.random.key(3), num_steps=150, progress=False)
+    assert warm.metric != "diag"
+    assert warm.num_grads <= WARMUP_GRADIENT_BOUND
+    left = _preconditioned(cov, _inverse_mass_matrix(warm))
+    values = np.linalg.eigvalsh(left)
+    # what the metric leaves: no correlation and scales within a factor 3 of each other
+    assert abs(left[0, 1]) / np.sqrt(left[0, 0] * left[1, 1]) < 0.3
+    assert values[-1] / values[0] < 3.0
+    # the trajectories of the final window are short: the metric was learned early
+    assert np.median(warm.trajectory_steps) <= 7
+
+
+def _exact_draws(rng, cov, n):
+    """``n`` independent draws of ``N(0, cov)`` and their gradients, as ``(1, n, dim)``."""
+    draws = rng.multivariate_normal(np.zeros(cov.shape[0]), cov, size=n)
+    grads = -np.linalg.solve(cov, draws.T).T
+    return draws[None], grads[None]
+
+
+def test_the_choice_is_not_diagonal_on_a_correlated_regression():
+    mean, cov = _regression_posterior(np.random.default_rng(4))
+    draws, grads = _exact_draws(np.random.default_rng(5), cov, 400)
+    kind, measured = metric_choice.choose(draws, grads, grad_flops=1e4, rank_budget=1,
+                                          dense=True)
+    assert kind in ("low-rank", "dense")
+    assert measured["diag"]["condition"] > 20 * measured[kind]["condition"]
+
+
+@pytest.mark.parametrize("dim", [10, 40])
+def test_the_choice_is_diagonal_on_independent_coordinates_of_different_scales(dim):
+    rng = np.random.default_rng(dim)
+    variances = np.exp(rng.uniform(np.log(1e-4), np.log(1e4), size=dim))
+    draws, grads = _exact_draws(rng, np.diag(variances), 400)
+    kind, measured = metric_choice.choose(draws, grads, grad_flops=10.0 * dim,
+                                          rank_budget=max(1, dim // 4), dense=True)
+    assert kind == "diag", measured
+    # the diagonal leaves only sampling noise: the top eigenvalue of a sample covariance of
+    # n white draws is about (1 + sqrt(dim / n))^2 (Marchenko-Pastur), once for the draws
+    # and once for the gradients (n = 200 held out)
+    assert measured["diag"]["condition"] < 1.5 * (1 + np.sqrt(dim / 200)) ** 4
+
+
+def test_the_condition_is_the_spread_of_scales_left():
+    rng = np.random.default_rng(7)
+    cov = np.diag([1.0, 4.0, 100.0])
+    draws, grads = _exact_draws(rng, cov, 4000)
+    identity = LowRankInverseMass(np.ones(3), np.zeros((3, 0)), np.zeros(0))
+    assert metric_choice.condition(identity, draws[0], grads[0]) == pytest.approx(100, rel=0.15)
+    exact = LowRankInverseMass(np.diag(cov), np.zeros((3, 0)), np.zeros(0))
+    assert metric_choice.condition(exact, draws[0], grads[0]) == pytest.approx(1, rel=0.15)
+
+
+def test_the_schedule_has_an_early_phase_and_a_final_window():
+    early, final = schedule(500)
+    assert (early, final) == (150, 420)
+    assert schedule(100) == (30, 70)
+
+
+def test_bad_warmup_arguments_are_refused():
+    target = gaussian(np.zeros(2), 1.0)
+    with pytest.raises(ValueError, match="metric must be"):
+        early_warmup(target, np.zeros((2, 2)), jax.random.key(0), metric="full")
+    with pytest.raises(ValueError, match="number of steps"):
+        early_warmup(target, np.zeros((2, 2)), jax.random.key(0), num_steps=50)
