@@ -20,8 +20,8 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from adaptmc.adaptation.early import early_warmup  # noqa: E402
-from adaptmc.bench.config import initial_positions  # noqa: E402
 from adaptmc.targets import as_target, get_target  # noqa: E402
+from adaptmc_lab.bench.config import initial_positions  # noqa: E402
 
 POSTERIORDB = Path(__file__).resolve().parents[1] / ".." / "shared" / "posteriordb"
 

@@ -7,8 +7,8 @@ densities, same starts, every gradient counted: one JSON line per (target, seed,
 
 The ``adaptmc`` row is ``adaptmc sample`` with its defaults (recipe adaptive-hmc, 4 chains,
 1000 draws); run it with another source tree on PYTHONPATH (``--label before``) to measure
-an earlier version in the same run. nutpie: `adaptmc.baselines.nutpie.nutpie_pyfunc`,
-tune 1000 and 1000 draws (its defaults). Accuracy and ESS: `adaptmc.bench.evaluation`.
+an earlier version in the same run. nutpie: `adaptmc_lab.baselines.nutpie.nutpie_pyfunc`,
+tune 1000 and 1000 draws (its defaults). Accuracy and ESS: `adaptmc_lab.bench.evaluation`.
 """
 
 import argparse
@@ -23,17 +23,17 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
 
-from adaptmc.bench.config import SamplerOutput, initial_positions  # noqa: E402
-from adaptmc.bench.evaluation import evaluate  # noqa: E402
 from adaptmc.targets import get_target  # noqa: E402
+from adaptmc_lab.bench.config import SamplerOutput, initial_positions  # noqa: E402
+from adaptmc_lab.bench.evaluation import evaluate  # noqa: E402
 
 CHAINS, DRAWS = 4, 1000
 
 
 def adaptmc_row(target, seed):
     from adaptmc.api import run_plan
-    from adaptmc.bench.quantities import run_positions
     from adaptmc.recipes import build
+    from adaptmc_lab.bench.quantities import run_positions
 
     starts = initial_positions(target, seed, CHAINS, 0.5)
     tick = time.perf_counter()
@@ -53,7 +53,7 @@ def adaptmc_row(target, seed):
 
 
 def nutpie_row(target, seed, low_rank):
-    from adaptmc.baselines.nutpie import nutpie_pyfunc
+    from adaptmc_lab.baselines.nutpie import nutpie_pyfunc
 
     starts = initial_positions(target, seed, CHAINS, 0.5)
     run = nutpie_pyfunc(target, seed, num_chains=CHAINS, num_draws=DRAWS,

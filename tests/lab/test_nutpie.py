@@ -61,7 +61,7 @@ def test_nutpie_draws_have_the_moments_and_their_gradients_are_counted():
 def test_nutpie_on_a_targets_own_log_density_counts_every_gradient(low_rank):
     pytest.importorskip("nutpie")
     from adaptmc import diagnostics
-    from adaptmc.baselines.nutpie import nutpie_pyfunc
+    from adaptmc_lab.baselines.nutpie import nutpie_pyfunc
 
     mean, cov = np.array([1.0, -2.0]), np.array([[1.0, 0.45], [0.45, 0.25]])
     target = gaussian(mean, cov, name="c2")  # no PyMC twin needed
@@ -83,7 +83,7 @@ def test_nutpie_on_a_targets_own_log_density_counts_every_gradient(low_rank):
 
 def test_nutpie_refuses_starts_of_the_wrong_shape():
     pytest.importorskip("nutpie")
-    from adaptmc.baselines.nutpie import nutpie_pyfunc
+    from adaptmc_lab.baselines.nutpie import nutpie_pyfunc
 
     with pytest.raises(ValueError, match="initial_positions"):
         nutpie_pyfunc(gaussian(np.zeros(2), 1.0), 0, initial_positions=np.zeros((4, 3)))
