@@ -76,7 +76,7 @@ def warmup_key(seed: int):
 def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int = 4,
            seed: int = 0, output_dir: str | Path | None = None, force: bool = False,
            thin: int | None = None, progress: bool = True, model_kwargs: dict | None = None,
-           init=None, init_jitter: float = 0.5, **options):
+           init=None, init_jitter: float = 0.5, data=None, **options):
     """Draw from ``target`` with the named ``recipe`` and return ArviZ InferenceData.
 
     Parameters
@@ -89,6 +89,9 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         One of `adaptmc.recipes.RECIPES` (default: the README's adaptive HMC).
     chains, seed, thin
         Chains run in parallel, the run's seed, keep every ``thin``-th draw.
+    data
+        A Stan program's data (``target`` a ``.stan`` file): a dict, or a ``.json`` or
+        ``.json.zip`` file; for a NumPyro model, its keyword argument ``data``.
     output_dir, force
         Write a run folder (resumable, see `adaptmc.run.run`).
     init, init_jitter
@@ -104,7 +107,8 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
     """
     from adaptmc.targets import as_target
 
-    made = as_target(target, *model_args, **(model_kwargs or {}))
+    made = as_target(target, *model_args, **(model_kwargs or {}),
+                     **({} if data is None else {"data": data}))
     plan = build(recipe, made, seed=seed, **options)
     starts = None if init is None and init_jitter == 0.5 else \
         np.asarray(starting_positions(made, chains, seed, init, init_jitter))

@@ -36,7 +36,7 @@ def cmd_sample(args, resume: bool = False) -> int:
         from adaptmc.io import prepare_output_dir
 
         prepare_output_dir(args.out, force=args.force)  # fail before any work
-    target = get_target(args.target)
+    target = get_target(args.target, data=getattr(args, "data", None))
     plan = build(args.recipe, target, **recipe_options(args))
     starts = _starts(args, target)
     if plan.kernel.name.startswith(("gadmala", "gadrwm")) and args.step_size is None:

@@ -99,7 +99,10 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     from adaptmc.recipes import DEFAULT_RECIPE, RECIPES, TUNER_CHOICES
 
     p.add_argument("--target", required=True,
-                   help="built-in target name (see `adaptmc targets`) or module:function")
+                   help="built-in target name (see `adaptmc targets`), module:function, or a "
+                        "Stan program (model.stan; needs adaptmc[stan] and a C++ compiler)")
+    p.add_argument("--data", default=None, metavar="FILE",
+                   help="the Stan program's data: a .json file or a .json.zip holding one")
     p.add_argument("--recipe", default=DEFAULT_RECIPE, choices=sorted(RECIPES),
                    help="a named sampler of adaptmc.recipes (default adaptive-hmc: NUTS "
                         "warm-up, then a bandit over HMC's (eps, L) in a box measured on the "
