@@ -15,6 +15,7 @@ done; the table is printed at the end (``--table`` prints it from the file alone
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 import traceback
@@ -86,7 +87,8 @@ def one_posterior(folder: Path, draws: int) -> dict:
     row.update(dim=stan.dim, build_s=time.perf_counter() - started, stan=sample(stan, draws))
     jax_target, jax_points = None, None
     if name in MODELS:
-        jax_target = posteriordb_target(name)
+        jax_target = posteriordb_target(name)  # draws stored constrained, as Stan's are
+        jax_target = dataclasses.replace(jax_target, constrain=jax_target.info["constrain"])
         row["jax"] = sample(jax_target, draws)
         jax_points = np.asarray(row["jax"].pop("position"))
     row["cost"] = gradient_costs(stan, np.asarray(row["stan"].pop("position")), jax_target,

@@ -88,6 +88,18 @@ def test_log_density_under_jit_vmap_and_scan(eight_schools):
     assert draws["theta"].shape == (1, 4, 8)
 
 
+def test_callable_from_any_thread(eight_schools):
+    from concurrent.futures import ThreadPoolExecutor
+
+    model = eight_schools.info["stan_model"]
+    points = np.random.default_rng(6).normal(size=(64, 1, eight_schools.dim))
+    serial = [model.log_density_gradient(p)[:2] for p in points]
+    with ThreadPoolExecutor(8) as pool:
+        threaded = list(pool.map(model.log_density_gradient, points))
+    for (value, grad), (t_value, t_grad, _) in zip(serial, threaded, strict=True):
+        assert value == t_value and np.array_equal(grad, t_grad)
+
+
 def test_second_build_compiles_nothing(eight_schools, monkeypatch):
     from adaptmc.targets.stan import build
 
@@ -207,3 +219,24 @@ def test_cli_eight_schools_means_within_a_quarter_sd(tmp_path):
     for name, draws in reference.reference_draws.items():
         error = abs(flat[name].mean() - reference.reference_mean[name]) / draws.std()
         assert error < 0.25, (name, error)
+
+
+@pytest.mark.slow
+def test_generated_quantities_optional(tmp_path):
+    """Generated quantities are stored unless ``generated_quantities=False``; the same point
+    gives the same random draws."""
+    from adaptmc.targets.stan import stan_target
+
+    program = tmp_path / "gq.stan"
+    program.write_text("parameters { real mu; matrix<lower=0>[2, 3] s; }\n"
+                       "model { mu ~ normal(0, 1); to_vector(s) ~ exponential(1); }\n"
+                       "generated quantities { real y = normal_rng(mu, 1); }\n")
+    target = stan_target(program)
+    point = jnp.asarray(np.random.default_rng(8).normal(size=target.dim))
+    values = target.constrain(point)
+    assert {k: v.shape for k, v in values.items()} == {"mu": (), "s": (2, 3), "y": ()}
+    np.testing.assert_allclose(values["s"], np.exp(np.asarray(point[1:]).reshape(3, 2).T))
+    assert float(values["y"]) == float(target.constrain(point)["y"])
+    assert target.parameter_names == ("mu", "s[1,1]", "s[2,1]", "s[1,2]", "s[2,2]", "s[1,3]",
+                                      "s[2,3]")
+    assert set(stan_target(program, generated_quantities=False).constrain(point)) == {"mu", "s"}
