@@ -74,6 +74,7 @@ def _version(command: list[str]) -> str:
     return (done.stdout or done.stderr).strip().splitlines()[0] if done.returncode == 0 else ""
 
 
+@cache
 def toolchain_id(cxx: str) -> str:
     """What a compiled model depends on besides its program: the compiler's, stanc's and
     httpstan's versions and the flags."""
@@ -108,28 +109,34 @@ def build_model(stan_file: str | Path) -> Path:
     with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process building the same program waits
         if not library.is_file():
-            model_obj = folder / "model.o"
-            interface = cache_dir() / f"interface-{interface_hash[:24]}.o"
-            jobs = []
-            if not model_obj.is_file():
-                jobs.append(_start_compiler([cxx, *_compile_flags(), "-x", "c++", "-c",
-                                             str(_stanc(stan_file, code, folder))], model_obj))
-            if not interface.is_file():  # compiled beside the program, on another core
-                jobs.append(_start_compiler([cxx, *_compile_flags(), "-c", str(INTERFACE)],
-                                            interface))
-            errors = []
-            for job in jobs:
-                try:
-                    _finish_compiler(*job)
-                except StanBuildError as err:
-                    errors.append(err)
-            if errors:
-                raise errors[0]
-            lib_dir = httpstan_dir() / "lib"
-            _finish_compiler(*_start_compiler(
-                [cxx, "-shared", str(interface), str(model_obj), f"-L{lib_dir}", *LIBRARIES,
-                 f"-Wl,-rpath,{lib_dir}"], library))
+            _build(stan_file, code, cxx, folder / "model.o",
+                   cache_dir() / f"interface-{interface_hash[:24]}.o", library)
     return library
+
+
+def _build(stan_file: Path, code: str, cxx: str, model_obj: Path, interface: Path,
+           library: Path) -> None:
+    """Compile what is missing of the program's and the interface's objects (at once, on two
+    cores) and link them into ``library``."""
+    jobs = []
+    if not model_obj.is_file():
+        cpp = _stanc(stan_file, code, model_obj.parent)
+        jobs.append(_start_compiler([cxx, *_compile_flags(), "-x", "c++", "-c", str(cpp)],
+                                    model_obj))
+    if not interface.is_file():
+        jobs.append(_start_compiler([cxx, *_compile_flags(), "-c", str(INTERFACE)], interface))
+    errors = []
+    for job in jobs:
+        try:
+            _finish_compiler(*job)
+        except StanBuildError as err:
+            errors.append(err)
+    if errors:
+        raise errors[0]
+    lib_dir = httpstan_dir() / "lib"
+    _finish_compiler(*_start_compiler(
+        [cxx, "-shared", str(interface), str(model_obj), f"-L{lib_dir}", *LIBRARIES,
+         f"-Wl,-rpath,{lib_dir}"], library))
 
 
 def _stanc(stan_file: Path, code: str, folder: Path) -> Path:

@@ -127,8 +127,8 @@ def stan_target(stan_file: str | Path, data: Any = None, *, name: str | None = N
         Seed of the model's transformed data and of the search for an initial point.
 
     The target's ``info`` carries the `StanModel` (``"stan_model"``), the ``constrain``
-    function and the file; a folder holding posteriordb's reference draws gives the target
-    that reference (`posteriordb.posterior_reference`).
+    function and the file; a posteriordb folder (reference draws, or ``mean_value.json``)
+    gives the target its reference and ``info["posterior"]``, the folder's name.
     """
     stan_file = Path(stan_file)
     if not stan_file.is_file():
@@ -150,7 +150,10 @@ def stan_target(stan_file: str | Path, data: Any = None, *, name: str | None = N
         parameter_names=model.unconstrained_names, constrain=constrain,
         info={"stan_model": model, "stan_file": str(stan_file), "constrain": constrain},
     )
-    return dataclasses.replace(target, reference=_folder_reference(stan_file))
+    reference = _folder_reference(stan_file)
+    if reference is not None:  # a posteriordb folder: the bench compares on its quantities
+        target.info["posterior"] = stan_file.resolve().parent.name
+    return dataclasses.replace(target, reference=reference)
 
 
 def _data_message(message: str, text: str) -> str:
