@@ -240,3 +240,14 @@ def test_generated_quantities_optional(tmp_path):
     assert target.parameter_names == ("mu", "s[1,1]", "s[2,1]", "s[1,2]", "s[2,2]", "s[1,3]",
                                       "s[2,3]")
     assert set(stan_target(program, generated_quantities=False).constrain(point)) == {"mu", "s"}
+
+
+@pytest.mark.slow
+def test_api_sample_with_data_as_dict():
+    import adaptmc
+
+    data = {k: np.asarray(v) for k, v in _data().items()}
+    idata = adaptmc.sample(str(EIGHT / "model.stan"), data=data, draws=300, progress=False)
+    posterior = idata.posterior
+    assert set(posterior.data_vars) == {"theta_trans", "mu", "tau", "theta"}
+    assert posterior["theta"].shape[2:] == (8,) and float(posterior["tau"].min()) > 0
