@@ -2,10 +2,10 @@
 density up to a constant and the same gradient, at points of Stan's unconstrained space.
 
 A Stan point goes to the translation's unconstrained space through the constrained values:
-Stan's ``write_array`` names them as the reference draws do (``theta[1]``), the translation's
-``unconstrain`` maps them back. Both use Stan's transforms, so the two unconstrained points
-hold the same numbers, perhaps in another order: matching them gives the permutation under
-which the gradients must agree.
+Stan's ``write_array`` gives them per Stan variable (``theta``, as the reference draws name
+them), the translation's ``unconstrain`` maps them back. Both use Stan's transforms, so the
+two unconstrained points hold the same numbers, perhaps in another order: matching them gives
+the permutation under which the gradients must agree.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from adaptmc.targets.named_draws import group_named
 from adaptmc.targets.posteriordb import PosteriordbModel
 from adaptmc.targets.stan.model import StanModel
 
@@ -42,12 +41,40 @@ class Comparison(NamedTuple):
                             (1.0 + np.abs(self.stan_grad))))
 
 
+def reference_points(model: StanModel, posterior, count: int) -> np.ndarray | None:
+    """``(count, dim)`` Stan unconstrained points of reference draws (spread over chains and
+    draws), or None when the reference draws lack one of the program's parameters."""
+    draws = posterior.reference_draws
+    parameters = [v for v in model.variables if v.block == "parameters"]
+    names = model.constrained_names(False, False)
+    if any(name not in draws for name in names):
+        return None
+    chains, length = next(iter(draws.values())).shape
+    points = []
+    for index in range(count):
+        chain, draw = index % chains, (index * 7919) % length
+        flat = np.array([draws[name][chain, draw] for name in names])
+        values, start = {}, 0
+        for variable in parameters:
+            size = int(np.prod(variable.shape, dtype=int))
+            values[variable.name] = flat[start:start + size].reshape(variable.shape, order="F")
+            start += size
+        points.append(model.unconstrain(values))
+    return np.array(points)
+
+
 def translated_point(model: StanModel, translation: PosteriordbModel,
                      point: np.ndarray) -> np.ndarray:
     """The translation's flat unconstrained point at Stan's unconstrained ``point``."""
     values = model.constrain(point[None], transformed=True, generated=False)[0]
-    named = dict(zip(model.constrained_names(True, False), values, strict=True))
-    params = translation.unconstrain(group_named(named))
+    named, start = {}, 0
+    for variable in model.variables:
+        if variable.block == "generated quantities":
+            break
+        size = int(np.prod(variable.shape, dtype=int))  # Stan's flat order is column-major
+        named[variable.name] = values[start:start + size].reshape(variable.shape, order="F")
+        start += size
+    params = translation.unconstrain(named)
     params = jax.tree.map(lambda ref, v: jnp.asarray(v, float).reshape(jnp.shape(ref)),
                           translation.initial_params, params)
     return np.asarray(ravel_pytree(params)[0])
