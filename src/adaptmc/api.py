@@ -82,7 +82,7 @@ def warmup_key(seed: int):
 def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int = 4,
            seed: int = 0, output_dir: str | Path | None = None, force: bool = False,
            thin: int | None = None, progress: bool = True, model_kwargs: dict | None = None,
-           init=None, init_jitter: float = 0.5, **options):
+           init=None, init_jitter: float = 0.5, data=None, **options):
     """Draw from ``target`` with the named ``recipe`` and return ArviZ InferenceData.
 
     Parameters
@@ -95,6 +95,9 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         One of `adaptmc.recipes.RECIPES` (default: the README's adaptive HMC).
     chains, seed, thin
         Chains run in parallel, the run's seed, keep every ``thin``-th draw.
+    data
+        A Stan program's data (``target`` a ``.stan`` file): a dict, or a ``.json`` or
+        ``.json.zip`` file; for a NumPyro model, its keyword argument ``data``.
     output_dir, force
         Write a run folder (resumable, see `adaptmc.run.run`).
     init, init_jitter
@@ -120,7 +123,7 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
 
         prepare_output_dir(output_dir, force=force)  # refuse before any work
     with telling_target_errors(), one_chain_quiet(chains):
-        made = _make_target(target, model_args, model_kwargs)
+        made = _make_target(target, model_args, model_kwargs, data)
         check_resources(options, made.dim, chains, output_dir,
                         made.initial_position.dtype.itemsize)
         plan = build(recipe, made, seed=seed, **options)
@@ -203,7 +206,7 @@ def _check_init(init):
     return values
 
 
-def _make_target(target, model_args: tuple, model_kwargs: dict | None):
+def _make_target(target, model_args: tuple, model_kwargs: dict | None, data=None):
     """`adaptmc.targets.as_target`, saying what is missing when a model function's data
     was not passed."""
     import inspect
@@ -211,7 +214,8 @@ def _make_target(target, model_args: tuple, model_kwargs: dict | None):
     from adaptmc.targets import as_target
 
     try:
-        return as_target(target, *model_args, **(model_kwargs or {}))
+        return as_target(target, *model_args, **(model_kwargs or {}),
+                         **({} if data is None else {"data": data}))
     except (ValueError, TypeError) as err:
         if not callable(target) or model_args or model_kwargs:
             raise

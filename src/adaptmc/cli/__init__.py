@@ -35,7 +35,7 @@ def cmd_sample(args, resume: bool = False) -> int:
 
         prepare_output_dir(args.out, force=args.force)  # fail before any work
     options = recipe_options(args)
-    target = get_target(args.target)
+    target = get_target(args.target, data=getattr(args, "data", None))
     _check_precision(args, target)
     check_resources(options, target.dim, args.chains, args.out,
                     target.initial_position.dtype.itemsize)

@@ -76,9 +76,12 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     from adaptmc.recipes import DEFAULT_RECIPE, RECIPES
 
     run = p.add_argument_group("run options")
-    run.add_argument("--target", required=True, metavar="NAME|MODULE:FUNCTION",
-                     help="a built-in target (`adaptmc targets`) or module:function "
-                          "returning a target (the module importable from here)")
+    run.add_argument("--target", required=True, metavar="NAME|MODULE:FUNCTION|FILE.stan",
+                     help="a built-in target (`adaptmc targets`), module:function "
+                          "returning a target (the module importable from here), or a Stan "
+                          "program (model.stan; needs adaptmc[stan] and a C++ compiler)")
+    run.add_argument("--data", default=None, metavar="FILE",
+                     help="the Stan program's data: a .json file or a .json.zip holding one")
     run.add_argument("--recipe", default=DEFAULT_RECIPE, choices=sorted(RECIPES),
                      help="the sampler (default adaptive-hmc: NUTS warm-up, then a bandit "
                           "over HMC's (eps, L); adaptive-portfolio: adaptive HMC or "

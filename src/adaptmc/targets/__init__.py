@@ -8,6 +8,7 @@ PyMC model into a `Target`; `as_target` picks among all of these for one object.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -37,12 +38,19 @@ BUILTIN_TARGETS: dict[str, Callable[[], Target]] = {
 }
 
 
-def get_target(spec: str) -> Target:
-    """A built-in target by name, or ``package.module:function`` for a user's target.
+def get_target(spec: str, data: Any = None) -> Target:
+    """A built-in target by name, ``package.module:function`` for a user's target, or a
+    Stan program's ``.stan`` file with its ``data`` (`adaptmc.targets.stan.stan_target`).
 
     The user's function takes no arguments and returns a `Target` or a pair
     ``(logdensity_fn, initial_params)`` that `make_target` turns into one.
     """
+    if str(spec).endswith(".stan"):
+        from adaptmc.targets.stan import stan_target  # imported only for a Stan program
+
+        return stan_target(spec, data)
+    if data is not None:
+        raise ValueError(f"data is for a Stan program (a .stan file), not for {spec!r}")
     if spec in BUILTIN_TARGETS:
         return BUILTIN_TARGETS[spec]()
     if ":" not in spec:
@@ -69,12 +77,15 @@ def as_target(obj: Any, *args: Any, name: str | None = None, **kwargs: Any) -> T
     ----------
     obj
         One of: a `Target` (returned as it is); a ``str``, a built-in name or
-        ``module:function`` (`get_target`); a pair ``(logdensity_fn, initial_params)``
-        (`make_target`); a ``pymc.Model`` (`from_pymc`); a NumPyro model function, told by
-        running it once under NumPyro's ``seed`` and ``trace`` handlers with ``*args`` and
-        ``**kwargs`` and finding a sample site (`from_numpyro`, with the same arguments).
+        ``module:function`` (`get_target`); the path of a Stan program (``.stan``), whose
+        data is the keyword ``data`` (`adaptmc.targets.stan.stan_target`); a pair
+        ``(logdensity_fn, initial_params)`` (`make_target`); a ``pymc.Model``
+        (`from_pymc`); a NumPyro model function, told by running it once under NumPyro's
+        ``seed`` and ``trace`` handlers with ``*args`` and ``**kwargs`` and finding a sample
+        site (`from_numpyro`, with the same arguments).
     *args, **kwargs
-        The NumPyro model's arguments (its data); not accepted for the other kinds.
+        The NumPyro model's arguments (its data), or a Stan program's ``data=`` (a dict or
+        a ``.json``/``.json.zip`` path); not accepted for the other kinds.
     name
         The target's name, for a pair or a model (a `Target` or a name keeps its own).
 
@@ -83,6 +94,10 @@ def as_target(obj: Any, *args: Any, name: str | None = None, **kwargs: Any) -> T
     ValueError
         If ``obj`` is none of these, or arguments come with a kind that takes none.
     """
+    if isinstance(obj, str | os.PathLike) and str(obj).endswith(".stan"):
+        from adaptmc.targets.stan import stan_target  # imported only for a Stan program
+
+        return stan_target(obj, *args, name=name, **kwargs)
     if isinstance(obj, Target | str | tuple) or _is_pymc_model(obj):
         if args or kwargs:
             raise ValueError(
