@@ -128,12 +128,14 @@ def kinetic(geometry: MSDGeometry, jac: Array, velocity: Array) -> Array:
 
 def kick(geometry, position, velocity, grad, step_size) -> tuple[Array, Array, Array]:
     """The velocity update of eq. (10) at ``position``: ``(v', J, K_+)`` with ``K_+ v' =
-    G_B v + eps grad log pi``, ``K_+ = G_B + eps beta J^T (dJ/dt)[v]``."""
+    G_B v + eps grad log pi``, ``K_+ = alpha I + beta J^T (J + eps (dJ/dt)[v])`` (one
+    ``(dim, n K) x (n K, dim)`` product; ``G_B v`` by matrix-vector products)."""
     jac, djac = jacobian_and_derivative(geometry, position, velocity)
-    metric = metric_matrix(geometry, jac)
-    k_plus = metric + step_size * geometry.noise_precision * (jac.T @ djac)
-    new = jnp.linalg.solve(k_plus, metric @ velocity + step_size * grad)
-    return new, jac, k_plus
+    beta, alpha = geometry.noise_precision, geometry.prior_precision
+    k_plus = (beta * (jac.T @ (jac + step_size * djac))
+              + alpha * jnp.eye(jac.shape[1], dtype=jac.dtype))
+    metric_velocity = beta * (jac.T @ (jac @ velocity)) + alpha * velocity
+    return jnp.linalg.solve(k_plus, metric_velocity + step_size * grad), jac, k_plus
 
 
 def integrate(geometry, position, velocity, grad_fn, step_size):
@@ -148,8 +150,8 @@ def log_jacobian(geometry, half, jac, k_plus, new_velocity, step_size) -> Array:
     """``log |det d(q', v') / d(q, v)| = log|det K_-| - log|det K_+|``, ``K_- = G_B - eps
     beta J^T (dJ/dt)[v']`` at the midpoint."""
     _, djac = jacobian_and_derivative(geometry, half, new_velocity)
-    k_minus = (metric_matrix(geometry, jac)
-               - step_size * geometry.noise_precision * (jac.T @ djac))
+    k_minus = (geometry.noise_precision * (jac.T @ (jac - step_size * djac))
+               + geometry.prior_precision * jnp.eye(jac.shape[1], dtype=jac.dtype))
     return jnp.linalg.slogdet(k_minus)[1] - jnp.linalg.slogdet(k_plus)[1]
 
 
