@@ -1,41 +1,40 @@
 """Manifold stochastic dynamics on the robot-arm network: re-run the protocol of Zlochin &
 Baram (2000), "Manifold Stochastic Dynamics for Bayesian Learning" (NIPS), Sec. 5.
 
-Protocol (as the issue states it): MacKay's robot-arm data (`adaptmc_lab.datasets.robot_arm`,
-200 training and 400 test cases), a ``2 -> 8 tanh -> 2`` network, noise precision
-``beta = 400`` and prior precision ``alpha = 1`` fixed (`adaptmc_lab.models.metric_models.
+Protocol (Sec. 5): MacKay's robot-arm data (`adaptmc_lab.datasets.robot_arm`, 200 training and
+400 test cases), a ``2 -> 8 tanh -> 2`` network, noise precision ``beta = 400`` and prior
+precision ``alpha = 1`` (sigma = 1) fixed (`adaptmc_lab.models.metric_models.
 robot_arm_bnn_target`). Samplers, all with momentum persistence ``cos(theta) = 0.95``:
 
 - **HMC30 / HMC100**: `adaptmc.kernels.hmc` with 30 or 100 leapfrog steps, the step size the
-  largest of a grid whose pilot rejection rate stays below 5 %;
-- **MSD**: `adaptmc.kernels.manifold.msd_kernel` on the Gauss-Newton metric, one
-  generalised-leapfrog step per iteration with Metropolis correction and the exact
-  Hamiltonian (``log|G|`` kept, so the draws are from the posterior itself, not the
-  posterior times Zlochin & Baram's Jeffreys factor), fixed points solved with Anderson
-  acceleration (``MSD_MEMORY``; the same equations to the same tolerance), the step size of
-  the grid whose pilot mean ``|H error|`` is closest to 0.05;
-- **MSD (Jeffreys)**: the same with ``log|G|`` dropped from ``H`` (``log_det = 0``): the
-  draws are from the posterior times ``|G(q)|^(1/2)``, the target Zlochin & Baram sampled
-  (their Jeffreys factor read as part of the prior); its test error is that target's;
-- **bandit MSD**: the same kernel with its step size tuned by GP-UCB (`adaptmc.recipes.
-  manual`), at the fixed MSD's measured cost;
-- **NUTS**: BlackJAX NUTS with window adaptation (`adaptmc_lab.experiments.robot_arm.run_nuts`)
-  at its own cost (``nuts_warmup`` + ``nuts_draws`` iterations): at the fixed MSD's cost its
-  warm-up alone does not fit (about 1000 gradients per iteration on this posterior), which
-  the report states.
+  largest of a grid whose pilot rejection rate stays below 5 % (Sec. 5.2);
+- **MSD**: Zlochin & Baram's MSD (`adaptmc.kernels.msd_explicit`): one explicit step of
+  their eq. (10) per iteration on ``G_B = beta J^T J + alpha I``, persistence in
+  ``N(0, G_B)``, **no Metropolis correction**, the step size of the grid whose pilot mean
+  ``|H error|`` is closest to 0.05 (Sec. 5.2's "equivalent criterion"). Why uncorrected:
+  the abstract calls it "a generalization of the stochastic dynamics method", which Sec. 2
+  describes without the Metropolis step (citing Neal 1996's finding that uncorrected
+  dynamics with a small step differ little from HMC); Sec. 4's two-fold scheme has no
+  acceptance test; and the step is chosen by a Hamiltonian error, not a rejection rate, as
+  it is for HMC. Its draws target the posterior times the Jeffreys factor ``|G_B|^(1/2)``
+  (Sec. 4, footnote 2);
+- **MSD + MH**: the same with the exact correction (the step's Jacobian included), same
+  step rule;
+- **MSD (GP-UCB, reward)**: the corrected MSD with its step size and persistence angle
+  tuned by GP-UCB (`adaptmc.recipes.manual`) during the burn-in, then frozen;
+  super-transitions of ``bandit_steps`` iterations; one row per seed paper's reward
+  (`BANDIT_OBJECTIVES`). The correction is what makes a reward safe: without it a longer
+  step raises ESJD with no rejection to stop it.
 
 ``num_runs`` runs of ``num_iterations`` iterations from the same starts (random weights moved by
-Adam towards a mode, `adam_starts`); the first
-``burn_in`` are discarded and every ``predict_every``-th draw predicts. **Normalised test
-error**: the squared error of the posterior predictive mean, averaged over test cases and
-the two outputs, divided by the noise variance ``0.05^2`` (so the true function scores 1 in
-expectation). We take this to be Zlochin & Baram's normalisation (the error in units of the
-noise level); we could not check their text offline, so the comparison of levels is
-second-hand. Cost: gradient-equivalents per iteration as the kernels report them
-(`adaptmc.kernels.integrators.generalized_leapfrog`) and wall seconds per iteration of the
-compiled loop (10 runs vmapped, compile excluded). Predictive ESS: the robust min ESS (min
-over test outputs of min(bulk-ESS of f, bulk-ESS of f^2, tail-ESS of f)) of the network's
-outputs at the 400 test inputs, over all kept draws, per gradient-equivalent and per second.
+Adam towards a mode, `adam_starts`); the first ``burn_in`` are discarded and every
+``predict_every``-th draw predicts (Sec. 5.3). **Normalised test error**: the squared error
+of the posterior predictive mean, averaged over test cases and the two outputs, divided by
+the noise variance ``0.05^2``. Zlochin & Baram normalise "with respect to the variance on
+the test cases"; the data here are a fresh draw of MacKay's process, so levels differ from
+theirs by the draw. Cost per iteration in gradient-equivalents (as the kernels count them)
+and in flops (XLA's count of one compiled iteration, `manifold_eval.flops_per_iteration`),
+the unit of Sec. 5.2.
 """
 
 from __future__ import annotations
@@ -51,12 +50,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from adaptmc.kernels import HMCParams, MSDParams, hmc, msd_kernel
+from adaptmc.kernels import HMCParams, hmc
+from adaptmc.kernels.msd_explicit import ExplicitMSDParams, explicit_msd_kernel
 from adaptmc_lab.datasets.robot_arm import NOISE_SD, true_function
 from adaptmc_lab.experiments.manifold_eval import (
     PAPER_ROWS,
+    cost_line,
     evaluate,
+    flops_per_iteration,
     format_report,
+    plot_autocorrelations,
 )
 
 PERSISTENCE = math.acos(0.95)
@@ -72,18 +75,18 @@ class Config(NamedTuple):
     pilot_iterations: int
     hmc_grid: tuple[float, ...]
     msd_grid: tuple[float, ...]
-    tuned_super_transitions: int
-    nuts_warmup: int
-    nuts_draws: int = 500
+    bandit_steps: int
 
 
 FULL = Config(10, 3000, 1000, 20, 200, (0.0002, 0.0003, 0.0004, 0.0005, 0.0007, 0.001),
-              (0.005, 0.01, 0.015, 0.02, 0.03), 30, 500, 500)
-QUICK = Config(3, 450, 150, 10, 100, (0.0002, 0.0003, 0.0005), (0.005, 0.01, 0.02), 6, 150,
-               50)
-MSD_ITERATIONS, MSD_TOLERANCE = 100, 1e-6  # fixed-point limits (20 diverged half the time)
-MSD_MEMORY = 3  # Anderson acceleration of the fixed points (`integrators.fixed_point`)
+              (0.02, 0.04, 0.06, 0.08, 0.1, 0.13, 0.16, 0.2), 50)
+QUICK = Config(3, 450, 150, 10, 100, (0.0002, 0.0003, 0.0005), (0.04, 0.08, 0.16), 25)
 MAX_PILOT_DIVERGENCE = 0.1
+BANDIT_BOX = {"step_size": (0.005, 0.5), "refresh_angle": (0.05, math.pi / 2)}
+BANDIT_OBJECTIVES = {"ESJD": "esjd", "autocorrelation": "autocorrelation"}
+"""The seed papers' rewards (`adaptmc.objectives`): ESJD per gradient-equivalent (Wang
+2012) and one minus the mean absolute autocorrelation over lags up to 50 (Mahendran, Wang,
+Hamze & de Freitas 2012; all of MSD's settings cost the same per iteration)."""
 
 
 def compiled_chains(kernel, target, num_runs: int, num_iterations: int):
@@ -174,35 +177,40 @@ def adam_starts(target, num_runs: int, seed: int, steps: int = 3000, rate: float
     return jax.jit(jax.vmap(adam))(x0)
 
 
+def fixed_samplers(target, cfg: Config) -> dict:
+    """``name: (kernel, make_params(step), grid, score)`` of the fixed-setting samplers."""
+    geometry = target.info["msd_geometry"]
+
+    def hmc_params(num):
+        return lambda e: HMCParams(step_size=e, num_leapfrog=num, refresh_angle=PERSISTENCE)
+
+    def msd_params(e):
+        return ExplicitMSDParams(step_size=e, refresh_angle=PERSISTENCE)
+
+    hmc_grid = tuple(sorted(cfg.hmc_grid, reverse=True))  # the first qualifying step wins
+    return {
+        "HMC30": (hmc, hmc_params(30), hmc_grid, _hmc_score),
+        "HMC100": (hmc, hmc_params(100), hmc_grid, _hmc_score),
+        "MSD": (explicit_msd_kernel(geometry), msd_params, cfg.msd_grid, _msd_score),
+        "MSD + MH": (explicit_msd_kernel(geometry, metropolis=True), msd_params,
+                     cfg.msd_grid, _msd_score),
+    }
+
+
 def run_samplers(target, cfg: Config, seed: int, starts) -> dict:
-    """The fixed-setting samplers: pilot, then ``num_runs`` runs of each."""
-    metric = target.info["metric"]
+    """The fixed-setting samplers: pilot, then ``num_runs`` runs of each; each result
+    carries its kernel and parameters (for the flop count)."""
     key = jax.random.key(seed)
     keys = jax.random.split(jax.random.fold_in(key, 2), cfg.num_runs)
     pilot_keys = jax.random.split(jax.random.fold_in(key, 3), cfg.num_runs)
     results = {}
-    msd = msd_kernel(metric, memory=MSD_MEMORY)
-    samplers = {
-        "HMC30": (hmc, lambda e: HMCParams(step_size=e, num_leapfrog=30,
-                                           refresh_angle=PERSISTENCE), cfg.hmc_grid, _hmc_score),
-        "HMC100": (hmc, lambda e: HMCParams(step_size=e, num_leapfrog=100,
-                                            refresh_angle=PERSISTENCE), cfg.hmc_grid,
-                   _hmc_score),
-        "MSD": (msd, lambda e: MSDParams(step_size=e, refresh_angle=PERSISTENCE,
-                                         max_iterations=MSD_ITERATIONS,
-                                         tolerance=MSD_TOLERANCE), cfg.msd_grid, _msd_score),
-        "MSD (Jeffreys)": (msd, lambda e: MSDParams(
-            step_size=e, refresh_angle=PERSISTENCE, max_iterations=MSD_ITERATIONS,
-            tolerance=MSD_TOLERANCE, log_det=0.0), cfg.msd_grid, _msd_score),
-    }
-    for name, (kernel, make_params, grid, score) in samplers.items():
-        if score is _hmc_score:
-            grid = tuple(sorted(grid, reverse=True))  # the first refusing-free step wins
+    for name, (kernel, make_params, grid, score) in fixed_samplers(target, cfg).items():
         pilot_fn = compiled_chains(kernel, target, cfg.num_runs, cfg.pilot_iterations)
         step_size, rows = pilot(pilot_fn, pilot_keys, starts, make_params, grid, score)
         fn = compiled_chains(kernel, target, cfg.num_runs, cfg.num_iterations)
         out = run_fixed(fn, keys, starts, make_params(step_size))
-        out.update(step_size=step_size, pilot=rows)
+        out.update(step_size=step_size, pilot=rows, kernel=kernel,
+                   params=make_params(step_size))
         results[name] = out
         print(f"{name}: step {step_size:g}, acceptance {out['accepted'].mean():.3f}, "
               f"{out['num_grads'].mean():.1f} grad-eq/iteration, {out['wall_s']:.1f} s",
@@ -210,80 +218,38 @@ def run_samplers(target, cfg: Config, seed: int, starts) -> dict:
     return results
 
 
-def run_tuned_msd(target, cfg: Config, total_cost: float, overcount: float, seed: int,
-                  starts) -> dict:
-    """MSD with its step size tuned by GP-UCB over ``[0.002, 0.05]`` (log scale), the first
-    third of the super-transitions discarded, at about ``total_cost`` gradient-equivalents
-    per chain: the run loop sizes super-transitions by the kernel's upper-bound cost, which
-    exceeds the fixed MSD's measured cost by ``overcount``, so the budget is scaled by it.
-    Draws past that cost are dropped (`within_cost`); the wall time is scaled by the share
-    of gradient-equivalents kept. The reward is ESJD per gradient-equivalent; a
-    super-transition fails only when more than ``MAX_PILOT_DIVERGENCE`` of its steps
-    diverged, the pilot's rule (``recipes.manual(max_divergence_rate=...)``): with every
-    divergence a failure, one non-converged fixed point in 1000 steps failed a setting,
-    the box shrank below the pilot's step and the tuner froze at a quarter of it."""
+def run_bandit_msd(target, cfg: Config, seed: int, starts, step_size: float,
+                   objective: str = "esjd") -> dict:
+    """The corrected MSD tuned by GP-UCB over `BANDIT_BOX` (log scale) on ``objective``
+    (`BANDIT_OBJECTIVES`) during the burn-in (super-transitions of ``bandit_steps``
+    iterations), then frozen: ``num_iterations`` in all, the burn-in's draws dropped. A
+    super-transition fails only when more than `MAX_PILOT_DIVERGENCE` of its steps
+    diverged (the pilot's rule)."""
     from adaptmc import api, recipes
     from adaptmc.tuners import make_box
 
-    kernel = msd_kernel(target.info["metric"], memory=MSD_MEMORY)
-    num = cfg.tuned_super_transitions
-    budget = int(total_cost * overcount / num)
+    kernel = explicit_msd_kernel(target.info["msd_geometry"], metropolis=True)
+    steps = cfg.bandit_steps
+    warmup = cfg.burn_in // steps
+    params = ExplicitMSDParams(step_size=step_size, refresh_angle=PERSISTENCE)
     plan = recipes.manual(
-        target, kernel=kernel, tuner="gp-ucb", refresh_angle=PERSISTENCE, step_size=0.01,
-        box=make_box({"step_size": (0.002, 0.05)}, log=("step_size",)),
-        objective="esjd", max_divergence_rate=MAX_PILOT_DIVERGENCE,
-        warmup=num // 3, adapt_until=(2 * num) // 3, super_transitions=num, budget=budget,
-        seed=seed, name="msd-gp-ucb",
+        target, kernel=kernel, tuner="gp-ucb", refresh_angle=PERSISTENCE,
+        step_size=step_size, box=make_box(BANDIT_BOX, log=tuple(BANDIT_BOX)),
+        objective=objective, max_divergence_rate=MAX_PILOT_DIVERGENCE, warmup=warmup,
+        adapt_until=warmup, super_transitions=cfg.num_iterations // steps,
+        budget=steps * kernel.cost(params), seed=seed, name=f"msd-gp-ucb-{objective}",
     )
-    plan = plan._replace(params=plan.params._replace(max_iterations=MSD_ITERATIONS,
-                                                     tolerance=MSD_TOLERANCE))
     flat = dataclasses.replace(target, unravel=lambda x: x, constrain=None)  # draws as "x"
     result = api.run_plan(flat, plan, chains=cfg.num_runs, seed=seed,
                           initial_positions=np.asarray(starts), progress=False)
-    draws, grads = within_cost(result.idata.tuning, result.num_grads, plan.num_warmup,
-                               cfg.num_runs, total_cost)
-    positions = np.asarray(result.idata.posterior["x"])[:, :draws]
-    return {"positions": positions, "num_grads_total": grads,
-            "wall_s": (result.wall_s - result.compile_s) * grads / result.num_grads,
-            "tuned_step_size": float(np.median(np.asarray(result.params.step_size)))}
-
-
-def within_cost(tuning, num_grads: int, num_warmup: int, chains: int, cost: float):
-    """``(kept draws, gradient-equivalents over all chains)`` of the leading
-    super-transitions whose spending stays within ``cost`` per chain (at least the first
-    kept one): the tuned run at the fixed MSD's cost. Its super-transitions are sized by the
-    kernel's upper-bound cost, so a larger tuned step (more fixed-point iterations per step)
-    spends more than the fixed MSD; the rest of its draws are dropped. ``num_grads`` (the
-    run's total) gives the spending before the first super-transition."""
-    per_chain = np.asarray(tuning["num_grads"], float) / chains
-    before = num_grads / chains - per_chain.sum()
-    spent = before + np.cumsum(per_chain)
-    within = max(int(np.searchsorted(spent, cost, side="right")), num_warmup + 1)
-    draws = int(np.asarray(tuning["num_draws"])[num_warmup:within].sum())
-    return draws, float(chains * spent[within - 1])
-
-
-def run_nuts_runs(target, cfg: Config, seed: int, starts) -> dict:
-    """BlackJAX NUTS, one chain per run, at its own cost: ``nuts_warmup`` window-adaptation
-    iterations, then ``nuts_draws`` draws (the gradient budget is set above what they can
-    spend). Wall time is the runs' sum, each run's compilation included."""
-    from adaptmc_lab.experiments.robot_arm import run_nuts
-
-    draws, grads, walls, infos = [], [], [], []
-    ceiling = (cfg.nuts_warmup + cfg.nuts_draws) * 1023 + 1  # 10 doublings at most
-    for run in range(cfg.num_runs):
-        tick = time.perf_counter()
-        positions, _, info = run_nuts(target, starts[run], ceiling, cfg.nuts_warmup,
-                                      seed + run, max_draws=cfg.nuts_draws)
-        walls.append(time.perf_counter() - tick)
-        draws.append(positions)
-        grads.append(info["num_grads"])
-        infos.append(info)
-    length = min(len(d) for d in draws)
-    return {"positions": np.stack([d[-length:] for d in draws]), "num_grads_total":
-            int(np.sum(grads)), "wall_s": float(np.sum(walls)), "info": infos,
-            "warmup_grads_per_run": float(np.mean([i["warmup_grads"] for i in infos])),
-            "tuned_step_size": float(np.median([i["step_size"] for i in infos]))}
+    tuned = result.params
+    return {"positions": np.asarray(result.idata.posterior["x"]),
+            "num_grads_total": float(result.num_grads),
+            "wall_s": result.wall_s - result.compile_s,
+            "tuned_step_size": float(np.median(np.asarray(tuned.step_size))),
+            "tuned_angle": float(np.median(np.asarray(tuned.refresh_angle))),
+            "kernel": kernel, "params": params._replace(
+                step_size=float(np.median(np.asarray(tuned.step_size))))}
 
 
 def floor_note(target) -> str:
@@ -297,21 +263,11 @@ def floor_note(target) -> str:
             "by the draw.")
 
 
-def equal_cost_note(nuts: dict, msd_cost: float) -> str:
-    """What NUTS makes at the fixed MSD's cost per run: draws only if its warm-up fits."""
-    warm = nuts["warmup_grads_per_run"]
-    if warm < msd_cost:
-        return (f"NUTS's warm-up spent {warm:,.0f} gradients per run, within MSD's "
-                f"{msd_cost:,.0f}; the NUTS row is at its own cost.")
-    return (f"NUTS at the fixed MSD's cost ({msd_cost:,.0f} gradient-equivalents per run) "
-            f"makes no draw: its warm-up alone spent {warm:,.0f} gradients per run. The "
-            "NUTS row is at its own cost (warm-up included).")
-
-
 def run_manifold(out, quick: bool = False, force: bool = False, seed: int = 0,
                  config: Config | None = None) -> int:
-    """``adaptmc reproduce manifold [--quick]``: the table, autocorrelations and ESS;
-    ``config`` replaces `FULL` / `QUICK` (from Python, for a reduced protocol)."""
+    """``adaptmc reproduce manifold [--quick]``: the table beside the paper's, the cost
+    ratio, the autocorrelations (``fig1.png``); ``config`` replaces `FULL` / `QUICK` (from
+    Python, for a reduced protocol)."""
     from adaptmc_lab.models.metric_models import robot_arm_bnn_target
 
     out = Path(out)
@@ -324,22 +280,19 @@ def run_manifold(out, quick: bool = False, force: bool = False, seed: int = 0,
     target = robot_arm_bnn_target(seed)
     starts = adam_starts(target, cfg.num_runs, seed)
     results = run_samplers(target, cfg, seed, starts)
-    msd = results["MSD"]
-    msd_cost = float(msd["num_grads"].sum(axis=1).mean())
-    upper = msd_kernel(target.info["metric"], memory=MSD_MEMORY).cost(
-        MSDParams(max_iterations=MSD_ITERATIONS, tolerance=MSD_TOLERANCE))
-    overcount = upper / float(msd["num_grads"].mean())
-    results["MSD (GP-UCB)"] = run_tuned_msd(target, cfg, msd_cost, overcount, seed, starts)
-    print(f"MSD (GP-UCB): {results['MSD (GP-UCB)']['wall_s']:.1f} s", flush=True)
-    results["NUTS"] = run_nuts_runs(target, cfg, seed, starts)
-    print(f"NUTS: {results['NUTS']['wall_s']:.1f} s", flush=True)
-    rows = evaluate(target, results, cfg)
-    report = format_report(rows, cfg, quick, floor_note(target) + "\n\n"
-                           + equal_cost_note(results["NUTS"], msd_cost))
+    for label, objective in BANDIT_OBJECTIVES.items():
+        tick = time.perf_counter()
+        results[f"MSD (GP-UCB, {label})"] = run_bandit_msd(
+            target, cfg, seed, starts, results["MSD + MH"]["step_size"], objective)
+        print(f"MSD (GP-UCB, {label}): {time.perf_counter() - tick:.1f} s", flush=True)
+    flops = {name: flops_per_iteration(r["kernel"], r["params"], target, starts[0])
+             for name, r in results.items()}
+    rows = evaluate(target, results, cfg, flops)
+    line = cost_line(rows)
+    report = format_report(rows, cfg, quick, floor_note(target) + "\n\n" + line)
+    plot_autocorrelations(rows, out / "fig1.png")
     (out / "results.json").write_text(json.dumps({"config": cfg._asdict(), "rows": rows,
                                                   "paper": PAPER_ROWS}, indent=1))
     (out / "report.md").write_text(report)
     print(report)
     return 0
-
-

@@ -26,6 +26,7 @@ from adaptmc.kernels.metrics import (
     gauss_newton_metric,
     logistic_fisher_metric,
 )
+from adaptmc.kernels.msd_explicit import MSDGeometry
 from adaptmc.targets.base import Target
 from adaptmc.targets.logistic import logistic_regression
 from adaptmc_lab.models.bnn import (
@@ -84,14 +85,29 @@ def bnn_metric(model: BNN, noise_precision: float, prior_precision: float | Arra
                                noise_precision, prior_precision, regulariser)
 
 
+def bnn_msd_geometry(model: BNN, noise_precision: float,
+                     prior_precision: float) -> MSDGeometry:
+    """The geometry of Zlochin & Baram's explicit MSD (`adaptmc.kernels.msd_explicit`):
+    the network's outputs per case over its training inputs, ``beta`` and ``alpha``."""
+    if model.spec.likelihood != "gaussian":
+        raise ValueError("MSD's Bayesian metric beta J^T J + alpha I needs a Gaussian "
+                         "likelihood")
+    if layout(model).num_precisions:
+        raise ValueError("bnn_msd_geometry needs fixed precisions (see fixed_precision_bnn)")
+    return MSDGeometry(bnn_output(model), jnp.asarray(model.x), float(noise_precision),
+                       float(prior_precision), int(model.spec.num_outputs))
+
+
 def bnn_metric_target(spec: MLPSpec, x, y, noise_precision: float, prior_precision: float,
                       name: str = "bnn-fixed", key: Array | None = None,
                       regulariser: float = 0.0) -> Target:
     """The weights' posterior of `fixed_precision_bnn` with its Gauss-Newton metric;
-    ``info["bnn"]`` holds the model."""
+    ``info["bnn"]`` holds the model, ``info["msd_geometry"]`` its `bnn_msd_geometry`."""
     model = fixed_precision_bnn(spec, x, y, noise_precision, prior_precision)
     metric = bnn_metric(model, noise_precision, prior_precision, regulariser)
-    return with_metric(bnn_target(model, name=name, key=key), metric)
+    target = with_metric(bnn_target(model, name=name, key=key), metric)
+    geometry = bnn_msd_geometry(model, noise_precision, prior_precision)
+    return dataclasses.replace(target, info={**target.info, "msd_geometry": geometry})
 
 
 def logistic_metric(features, prior_variance: float = 100.0,
