@@ -352,7 +352,7 @@ def test_riemannian_samplers_dual_average_their_step_on_the_logistic_fisher_metr
 
 @pytest.mark.slow
 def test_riemannian_logistic_quick_reaches_its_acceptance_targets(tmp_path):
-    """``adaptmc reproduce riemannian-logistic --quick``: on Ripley, MSD ends its burn-in
+    """``adaptmc-lab reproduce riemannian-logistic --quick``: on Ripley, MSD ends its burn-in
     near its acceptance target (0.9), RMHMC's quarter-period trajectories are mostly
     accepted, and both mix (robust min ESS over 1000 kept iterations at least 200); the
     tables compare each with NUTS."""

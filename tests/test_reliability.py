@@ -347,7 +347,7 @@ def test_a_failing_bench_cell_is_recorded_and_the_others_finish(tmp_path, monkey
     results = bench.run_cells(cells, config, tmp_path / "bench", retries=1)
     assert results[0]["failed"] and "RuntimeError: worker ran out" in results[0]["error"]
     assert results[1]["min_ess"] > 0
-    bench.write_report(results, tmp_path / "bench", "adaptmc bench")
+    bench.write_report(results, tmp_path / "bench", "adaptmc-lab bench")
     text = (tmp_path / "bench" / "results.md").read_text()
     assert "Failed cells" in text and "worker ran out of patience" in text
     assert "| std-normal-10d | blackjax-nuts" in text

@@ -9,7 +9,7 @@ chain count and sizes loads its programs instead of compiling them; a different 
 size compiles afresh, and what is loaded is the executable that was compiled, so the draws
 are bit-identical.
 
-`adaptmc sample` and `adaptmc reproduce` use the cache unless given ``--no-compile-cache``;
+`adaptmc sample` and `adaptmc-lab reproduce` use the cache unless given ``--no-compile-cache``;
 from Python, call `use_compile_cache` before anything is compiled.
 """
 

@@ -81,8 +81,8 @@ def test_markdown_table_ratio_and_report(tmp_path):
     text = bench.markdown_table(results)
     assert "| a | adaptmc-hmc-da | 2 |" in text and "| 0.50 |" in text
     assert "| b | adaptmc-hmc-da | 1 |" in text and "—" in text
-    md = bench.write_report(results, tmp_path, "adaptmc bench --quick")
-    assert "adaptmc bench --quick" in md.read_text()
+    md = bench.write_report(results, tmp_path, "adaptmc-lab bench --quick")
+    assert "adaptmc-lab bench --quick" in md.read_text()
     assert (tmp_path / "ess_per_grad.png").stat().st_size > 1000
     assert len(json.loads((tmp_path / "results.json").read_text())["cells"]) == 5
 

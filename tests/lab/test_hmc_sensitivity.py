@@ -1,4 +1,4 @@
-"""`adaptmc reproduce hmc-sensitivity`: the leapfrog path, output-folder handling and the
+"""`adaptmc-lab reproduce hmc-sensitivity`: the leapfrog path, output-folder handling and the
 quick reproduction."""
 
 from __future__ import annotations

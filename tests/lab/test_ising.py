@@ -293,7 +293,7 @@ def test_bad_parameters_are_refused():
 
 @pytest.mark.slow
 def test_reproduce_ising_quick_writes_tables_and_figures(tmp_path, monkeypatch):
-    """``adaptmc reproduce ising --quick`` (under a minute on one core). Every tuning reward
+    """``adaptmc-lab reproduce ising --quick`` (under a minute on one core). Every tuning reward
     divides by the energy variance of its model's burn-in, recorded in ``results.json``."""
     import json
 

@@ -1,4 +1,4 @@
-"""`adaptmc reproduce main-vs-nuts`: the table's medians and ratios to NUTS, and the README's
+"""`adaptmc-lab reproduce main-vs-nuts`: the table's medians and ratios to NUTS, and the README's
 main job as the experiment builds it."""
 
 from __future__ import annotations

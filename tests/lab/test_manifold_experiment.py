@@ -1,4 +1,4 @@
-"""`adaptmc reproduce manifold`: a tiny end-to-end run and the cost ratio line."""
+"""`adaptmc-lab reproduce manifold`: a tiny end-to-end run and the cost ratio line."""
 
 import json
 

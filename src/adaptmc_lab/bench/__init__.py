@@ -9,7 +9,7 @@
 - `adaptmc_lab.bench.distributed`: cells serially or as Dask tasks, cached on disk;
 - `adaptmc_lab.bench.report`: the aggregated table, figure and files.
 
-`run_bench` puts them together for ``adaptmc bench``.
+`run_bench` puts them together for ``adaptmc-lab bench``.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def run_bench(
     dask_address: str | None = None,
     workers: int = 0,
     force: bool = False,
-    command: str = "adaptmc bench",
+    command: str = "adaptmc-lab bench",
     log: Callable[[str], None] | None = print,
 ) -> list[dict]:
     """The whole suite: cells, serial or Dask (``workers > 1`` or an address), report."""

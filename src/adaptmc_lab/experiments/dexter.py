@@ -95,7 +95,7 @@ FULL_BUDGET = 160 * 20_000
 
 def run_dexter(out: str | Path, quick: bool = False, force: bool = False, seed: int = 0,
                config: Config | None = None, sizes: dict | None = None) -> int:
-    """``adaptmc reproduce dexter``: ``table.md``, ``results.json``, ``dexter_test.resu``
+    """``adaptmc-lab reproduce dexter``: ``table.md``, ``results.json``, ``dexter_test.resu``
     (the GP-UCB vote on the 2,000 test cases, one +1/-1 a line) and one prediction file per
     method. ``sizes``: `Config` fields replaced (``--set num_super_transitions=20 --set
     gradient_budget=4004``), on top of ``QUICK`` or ``FULL``."""

@@ -309,7 +309,7 @@ def run_protocol(out, targets=TARGETS, samplers=SAMPLERS, num_burn: int = 20_000
 
 
 def run_gradient_adaptive(out, quick: bool = False, force: bool = False, seed: int = 0) -> int:
-    """``adaptmc reproduce gradient-adaptive``: the full protocol, or with ``quick`` three
+    """``adaptmc-lab reproduce gradient-adaptive``: the full protocol, or with ``quick`` three
     targets, six samplers, 2000 + 2000 iterations and one repeat (about 2-3 minutes)."""
     if quick:
         run_protocol(out, QUICK_TARGETS, QUICK_SAMPLERS, num_burn=2000, num_keep=2000,
@@ -330,7 +330,7 @@ RIEMANNIAN_SAMPLERS = ("rmhmc", "msd", "gadmala", "nuts")
 
 def run_riemannian_logistic(out, quick: bool = False, force: bool = False, seed: int = 0,
                             sizes: dict | None = None) -> int:
-    """``adaptmc reproduce riemannian-logistic``: RMHMC and MSD (`RIEMANNIAN`) beside gadMALA
+    """``adaptmc-lab reproduce riemannian-logistic``: RMHMC and MSD (`RIEMANNIAN`) beside gadMALA
     and NUTS on the logistic sets (`RIEMANNIAN_TARGETS`), this experiment's protocol (issue
     16); ``sizes``
     (``--set num_burn=, num_keep=, repeats=``) shorten it, ``--set caravan=1`` adds caravan

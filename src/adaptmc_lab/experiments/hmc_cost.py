@@ -186,7 +186,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def run_hmc_cost(out: str, quick: bool = False, force: bool = False, seed: int = 0) -> int:
-    """``adaptmc reproduce hmc-cost``: write ``hmc_cost.json`` and ``hmc_cost.md``."""
+    """``adaptmc-lab reproduce hmc-cost``: write ``hmc_cost.json`` and ``hmc_cost.md``."""
     from adaptmc import io
     from adaptmc.io import create_output_dir, prepare_output_dir
 

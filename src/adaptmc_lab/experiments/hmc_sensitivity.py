@@ -46,7 +46,7 @@ PATH_START, PATH_MOMENTUM = np.array([-1.0, -1.0]), np.array([1.0, 0.8])
 
 def run_hmc_sensitivity(out: str | Path, quick: bool = False, force: bool = False,
                         seed: int = 0) -> int:
-    """``adaptmc reproduce hmc-sensitivity``; ``quick``: short tuner runs over a narrow box (a
+    """``adaptmc-lab reproduce hmc-sensitivity``; ``quick``: short tuner runs over a narrow box (a
     minute, for CI); the fixed settings run their full 1000 iterations either way."""
     import jax
 

@@ -1,4 +1,4 @@
-"""``adaptmc reproduce ising``: intra-cluster moves on constrained Ising models and an RBM,
+"""``adaptmc-lab reproduce ising``: intra-cluster moves on constrained Ising models and an RBM,
 tuned by Bayesian optimisation (re-run of the protocol of Mahendran, Wang, Hamze & de
 Freitas 2012, Sec. 5).
 

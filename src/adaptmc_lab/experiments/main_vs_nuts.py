@@ -71,7 +71,7 @@ def nuts_row(target, seed: int, num_warmup: int = 1000, num_draws: int = 1000) -
 
 
 def run_main_vs_nuts(out, quick: bool = False, force: bool = False, seed: int = 0) -> int:
-    """``adaptmc reproduce main-vs-nuts``: seeds ``seed..seed+4`` (``quick``: ``seed`` only);
+    """``adaptmc-lab reproduce main-vs-nuts``: seeds ``seed..seed+4`` (``quick``: ``seed`` only);
     the rows are written after every seed (``main_vs_nuts.json``), the table at the end."""
     from adaptmc.io import create_output_dir, prepare_output_dir, write_json
     from adaptmc_lab.targets import get_target

@@ -265,7 +265,7 @@ def floor_note(target) -> str:
 
 def run_manifold(out, quick: bool = False, force: bool = False, seed: int = 0,
                  config: Config | None = None) -> int:
-    """``adaptmc reproduce manifold [--quick]``: the table beside the paper's, the cost
+    """``adaptmc-lab reproduce manifold [--quick]``: the table beside the paper's, the cost
     ratio, the autocorrelations (``fig1.png``); ``config`` replaces `FULL` / `QUICK` (from
     Python, for a reduced protocol)."""
     from adaptmc_lab.models.metric_models import robot_arm_bnn_target

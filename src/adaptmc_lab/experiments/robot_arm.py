@@ -107,7 +107,7 @@ QUICK = Config(16, 4, 12, 1000, 1, (0.01, 1.01), (40, 100), {"step_size": 0.3,
 
 def run_robot_arm(out: str | Path, quick: bool = False, force: bool = False,
                   seed: int = 0, config: Config | None = None) -> int:
-    """``adaptmc reproduce robot-arm``: write ``table.md``, ``results.json`` and figures.
+    """``adaptmc-lab reproduce robot-arm``: write ``table.md``, ``results.json`` and figures.
 
     ``config`` overrides ``FULL`` / ``QUICK`` (e.g. ``FULL._replace(num_seeds=1)``)."""
     from adaptmc.io import prepare_output_dir

@@ -223,7 +223,7 @@ def nuts_run(target, num_warmup, num_draws, seed, num_chains=4, dense=False):
 
 def run_tuned_vs_oracle(out, quick=False, force=False, seed=0, targets=None,
                         mass_warmup=MASS_WARMUP, dense=False, freeze=False) -> int:
-    """``adaptmc reproduce tuned-vs-oracle``; ``mass_warmup=0`` runs the unit-mass protocol
+    """``adaptmc-lab reproduce tuned-vs-oracle``; ``mass_warmup=0`` runs the unit-mass protocol
     with the per-target boxes, otherwise the whitened one over the default box (``dense``:
     dense mass matrices, for HMC and NUTS alike; ``freeze``: the bandit stops adapting at the
     end of the burn-in and runs its best setting, as the README's main job does)."""
