@@ -45,8 +45,11 @@ def robust_ess(positions: np.ndarray) -> np.ndarray:
 
 
 def rhat(positions: np.ndarray) -> np.ndarray:
-    """``positions: (chains, draws, dim) -> (dim,)`` rank-normalised split R-hat."""
+    """``positions: (chains, draws, dim) -> (dim,)`` rank-normalised split R-hat; NaN for
+    one chain (which it needs two of; ArviZ would log a shape warning)."""
     positions = np.asarray(positions, dtype=float)
+    if positions.shape[0] < 2:
+        return np.full(positions.shape[-1], np.nan)
     return np.array([az.rhat(positions[..., i]) for i in range(positions.shape[-1])], dtype=float)
 
 
