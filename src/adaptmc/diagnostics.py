@@ -50,7 +50,9 @@ def rhat(positions: np.ndarray) -> np.ndarray:
     positions = np.asarray(positions, dtype=float)
     if positions.shape[0] < 2:
         return np.full(positions.shape[-1], np.nan)
-    return np.array([az.rhat(positions[..., i]) for i in range(positions.shape[-1])], dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):  # chains that never moved: NaN
+        return np.array([az.rhat(positions[..., i]) for i in range(positions.shape[-1])],
+                        dtype=float)
 
 
 def autocorrelation(x: np.ndarray, max_lag: int | None = None) -> np.ndarray:
