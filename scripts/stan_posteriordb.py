@@ -100,19 +100,19 @@ def one_posterior(folder: Path, draws: int) -> dict:
 
 def _cells(result: dict | None) -> list[str]:
     if not result:
-        return ["", "", ""]
+        return ["", "", "", ""]
     return [f"{result['max_err_sd']:.2f}", f"{result['max_rhat']:.3f}",
-            f"{result['ess_per_1k_grads']:.1f}"]
+            f"{result['ess_per_1k_grads']:.1f}", f"{result['wall_s']:.0f}"]
 
 
 def table(rows: list[dict]) -> str:
     """A Markdown table of the rows."""
-    lines = ["| posterior | dim | Stan: err/sd | R-hat | ESS/1k grads | JAX: err/sd | R-hat | "
-             "ESS/1k grads | us/grad Stan direct | Stan via JAX | JAX |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| posterior | dim | Stan: err/sd | R-hat | ESS/1k grads | wall s | JAX: err/sd | "
+             "R-hat | ESS/1k grads | wall s | us/grad Stan direct | Stan via JAX | JAX |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         if "error" in row:
-            lines.append(f"| {row['posterior']} | | failed: {row['error']} |||||||||")
+            lines.append(f"| {row['posterior']} | | failed: {row['error']} |||||||||||")
             continue
         cost = row["cost"]
         us = [f"{cost[k] * 1e6:.1f}" if k in cost else "" for k in
@@ -146,8 +146,12 @@ def main() -> None:
             with out.open("a") as handle:
                 handle.write(json.dumps(row) + "\n")
             print(json.dumps(row), flush=True)
-    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
-    print(table(rows))
+    rows = {}
+    for line in out.read_text().splitlines():  # the first row of each posterior
+        if line.strip():
+            row = json.loads(line)
+            rows.setdefault(row["posterior"], row)
+    print(table(list(rows.values())))
 
 
 if __name__ == "__main__":

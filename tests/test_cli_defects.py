@@ -46,3 +46,14 @@ def test_a_module_not_on_the_path_says_where_to_run_from(tmp_path, monkeypatch, 
     err = capsys.readouterr().err
     assert "no module 'my_model_nowhere'" in err and "run from the folder that holds" in err
     assert "PYTHONPATH" in err and err.count("\n") == 1
+
+
+def test_resuming_a_finished_run_says_so_before_any_work(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main([*MANUAL, "--out", str(out)]) == 0
+    capsys.readouterr()
+    started = time.perf_counter()
+    assert main(["resume", str(out)]) == 2
+    out_text, err = capsys.readouterr()
+    assert "has finished" in err and "warm-up" not in out_text
+    assert time.perf_counter() - started < 5

@@ -218,3 +218,13 @@ def test_hmc_records_the_energy_of_each_draw():
     assert np.all(kinetic >= 0)
     assert abs(kinetic.mean() - dim / 2) < 0.3
     assert np.all(diagnostics.ebfmi(result.idata) > 0.6)
+
+
+def test_one_chain_gets_a_note_not_a_warning_nor_a_leaked_message(caplog, recwarn):
+    """R-hat needs two chains: one chain gets NaN and a note, and neither NumPy nor
+    ArviZ's logger says anything."""
+    rng = np.random.default_rng(8)
+    with caplog.at_level("WARNING"):
+        text = diagnostics.format_summary(_idata(rng.normal(size=(1, 2000, 2))))
+    assert "note: R-hat needs two chains" in text and "WARNING" not in text
+    assert not caplog.records and not [w for w in recwarn if "NaN" in str(w.message)]

@@ -45,9 +45,14 @@ def robust_ess(positions: np.ndarray) -> np.ndarray:
 
 
 def rhat(positions: np.ndarray) -> np.ndarray:
-    """``positions: (chains, draws, dim) -> (dim,)`` rank-normalised split R-hat."""
+    """``positions: (chains, draws, dim) -> (dim,)`` rank-normalised split R-hat; NaN for
+    one chain (which it needs two of; ArviZ would log a shape warning)."""
     positions = np.asarray(positions, dtype=float)
-    return np.array([az.rhat(positions[..., i]) for i in range(positions.shape[-1])], dtype=float)
+    if positions.shape[0] < 2:
+        return np.full(positions.shape[-1], np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):  # chains that never moved: NaN
+        return np.array([az.rhat(positions[..., i]) for i in range(positions.shape[-1])],
+                        dtype=float)
 
 
 def autocorrelation(x: np.ndarray, max_lag: int | None = None) -> np.ndarray:

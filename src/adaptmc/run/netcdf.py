@@ -52,6 +52,7 @@ def write_draws(run_dir: Path, idata, describe=None):
     io.atomic_write_bytes(run_dir / CHECKSUM, f"{sha256(tmp)}  {io.DRAWS}\n".encode())
     tmp.replace(run_dir / io.DRAWS)
     shutil.rmtree(run_dir / io.CHUNKS, ignore_errors=True)
+    io.remove_temporaries(run_dir)  # of writes a kill interrupted before a resume
     return read_draws(run_dir)
 
 
