@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = """
 import sys, warnings
 import jax
@@ -39,3 +41,44 @@ def test_a_program_compiled_once_is_stored_and_the_cache_never_blocks_a_run(tmp_
     assert sorted(p.name for p in folder.iterdir()) == stored  # loaded, not compiled again
     # a folder that cannot be made: a warning, and the program still runs
     assert _run(tmp_path, "/proc/adaptmc-no-such-folder") == first
+
+
+SAMPLE_TWICE = """
+import sys
+import jax
+from jax import monitoring
+
+misses, hits = [], []
+monitoring.register_event_listener(
+    lambda event, **kw: (misses if event.endswith("cache_misses") else hits).append(event)
+    if "compilation_cache/cache_" in event else None)
+jax.config.update("jax_enable_x64", True)
+import adaptmc
+adaptmc.sample("gauss-2d-v1", chains=2, seed=int(sys.argv[1]), draws=50, warmup_steps=150,
+               tuning=6, progress=False)
+print(len(misses), len(hits))
+"""
+
+
+def _sample_in_new_process(folder, seed):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    env["ADAPTMC_COMPILE_CACHE"] = str(folder)
+    out = subprocess.run([sys.executable, "-c", SAMPLE_TWICE, str(seed)], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    misses, hits = map(int, out.stdout.split()[-2:])
+    return misses, hits
+
+
+@pytest.mark.slow  # two runs in new processes
+@pytest.mark.xfail(strict=True, reason="one small program (jit__unnamed_function) is compiled "
+                   "again on a second run with another seed: its shapes or constants follow "
+                   "a value the run measures; found, not yet removed")
+def test_a_second_sample_call_in_a_new_process_compiles_nothing(tmp_path):
+    """`adaptmc.sample` keeps compiled programs by default: a second call on the same model
+    and sizes, in a new process (another seed: the key is an argument, not a constant),
+    loads every program from the cache: JAX records no cache miss."""
+    first_misses, _ = _sample_in_new_process(tmp_path / "cache", 0)
+    assert first_misses > 0
+    misses, hits = _sample_in_new_process(tmp_path / "cache", 1)
+    assert misses == 0 and hits > 0, (misses, hits)

@@ -82,7 +82,8 @@ def warmup_key(seed: int):
 def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int = 4,
            seed: int = 0, output_dir: str | Path | None = None, force: bool = False,
            thin: int | None = None, progress: bool = True, model_kwargs: dict | None = None,
-           init=None, init_jitter: float = 0.5, data=None, **options):
+           init=None, init_jitter: float = 0.5, data=None, compile_cache: bool = True,
+           **options):
     """Draw from ``target`` with the named ``recipe`` and return ArviZ InferenceData.
 
     Parameters
@@ -107,6 +108,11 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         ``(chains, dim)`` points, used as they are.
     progress
         Show a progress bar and print the summary at the end.
+    compile_cache
+        Keep compiled programs on disk and load them when the same model runs again at the
+        same sizes (`adaptmc.compile_cache.use_compile_cache`, as the command line does);
+        ``False`` compiles afresh. It takes effect if nothing was compiled before in the
+        process (JAX decides once).
     **options
         The recipe's options (e.g. ``super_transitions``, ``budget``, ``tuner``,
         ``metric``); an option the recipe does not take is a `ValueError`.
@@ -114,10 +120,15 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
     checked = check_sample_args(dict(recipe=recipe, chains=chains, seed=seed, thin=thin,
                                      init_jitter=init_jitter, output_dir=output_dir,
                                      force=force, progress=progress,
+                                     compile_cache=compile_cache,
                                      model_kwargs=model_kwargs, init=init), options)
     chains, seed, thin, init_jitter, init = (checked[k] for k in (
         "chains", "seed", "thin", "init_jitter", "init"))
     options = checked["options"]
+    if compile_cache:
+        from adaptmc.compile_cache import use_compile_cache
+
+        use_compile_cache()
     if output_dir is not None:
         from adaptmc.io import prepare_output_dir
 
@@ -178,7 +189,7 @@ def check_sample_args(args: dict, options: dict) -> dict:
     out = dict(args)
     for name in ("chains", "seed", "thin", "init_jitter"):
         out[name] = check_value(DECLARED[name], args[name])
-    for name in ("force", "progress"):
+    for name in ("force", "progress", "compile_cache"):
         if not isinstance(args[name], bool | np.bool_):
             raise OptionError(name, f"must be True or False, got {args[name]!r}")
     if args["output_dir"] is not None and not isinstance(args["output_dir"], str | Path):
