@@ -94,9 +94,9 @@ def test_draws_resume_to_the_same_draws(tmp_path):
 
 @pytest.mark.parametrize("name, options, message", [
     ("manual", {"draws": 100, "super_transitions": 10}, "not both"),
-    ("hmc-da", {"draws": 0}, "draws must be an integer >= 1"),
-    ("adaptive-hmc", {"draws": 0}, "draws must be an integer >= 1"),
-    ("adaptive-portfolio", {"draws": 2.5}, "draws must be an integer >= 1"),
+    ("hmc-da", {"draws": 0}, "draws must be an integer"),
+    ("adaptive-hmc", {"draws": 0}, "draws must be an integer"),
+    ("adaptive-portfolio", {"draws": 2.5}, "draws must be an integer"),
 ])
 def test_requests_that_cannot_be_honoured_are_refused_before_the_warmup(name, options,
                                                                         message):

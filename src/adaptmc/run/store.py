@@ -194,16 +194,21 @@ def run_id(fingerprint: dict) -> str:
 
 def _restore(prefix: str, arrays: dict, template: Any, path: Path) -> Any:
     """`adaptmc.io.arrays_to_tree`, each array checked against the template's shape and
-    kind (a checkpoint of another target or kernel names the first that differs)."""
+    kind (a checkpoint of another target or kernel names the first that differs). A
+    tuner's leaves grow along their first axis as it measures settings (a bandit's
+    observations), so only their other axes are checked."""
     for i, leaf in enumerate(jax.tree.leaves(template)):
         name = f"{prefix}/{i}"
         if name not in arrays:
             raise ValueError(f"{str(path)!r} has no {name!r}: written by another kernel or "
                              "tuner")
-        want = np.shape(leaf)
-        if arrays[name].shape != want:
+        want, got = np.shape(leaf), arrays[name].shape
+        if prefix == "tuner" and len(got) == len(want) >= 1:
+            got, want = got[1:], want[1:]
+        if got != want:
             raise ValueError(f"{str(path)!r}: {name!r} has shape {arrays[name].shape}, this "
-                             f"run's is {want} (another target, kernel or number of chains)")
+                             f"run's is {np.shape(leaf)} (another target, kernel or number of "
+                             "chains)")
     return io.arrays_to_tree(prefix, arrays, template)
 
 
