@@ -88,7 +88,9 @@ def right(cell):
 
 def report(path):
     cells = [json.loads(line) for line in open(path) if line.startswith("{")]
-    rows = list(dict.fromkeys(c["row"] for c in cells))
+    order = ["adaptmc-before", "adaptmc-after", "nutpie-diag", "nutpie-low-rank"]
+    rows = sorted(dict.fromkeys(c["row"] for c in cells),
+                  key=lambda r: order.index(r) if r in order else len(order))
     targets = list(dict.fromkeys(c["target"] for c in cells))
     print("| target | seed | " + " | ".join(rows) + " |")
     print("|---|---|" + "---|" * len(rows))

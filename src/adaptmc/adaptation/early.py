@@ -16,7 +16,9 @@ transitions; between chunks, on the host, the inverse mass is re-estimated from 
    The estimate is the low-rank-plus-diagonal one of `adaptmc.adaptation.low_rank` (the
    diagonal ``sqrt(var(x) / var(grad))`` and up to `warmup_rank` directions of the Fisher
    divergence's minimiser), so a correlated posterior is preconditioned from the first
-   windows on, not after a stage under a diagonal metric.
+   windows on, not after a stage under a diagonal metric. A chunk in which most
+   transitions diverge under a newer estimate sends the chains back to the last metric and
+   step sizes a chunk ran well under (`_Chains.keep_or_revert`).
 3. **Step size**: dual averaging (Hoffman & Gelman 2014, Alg. 5) per chain throughout,
    restarted from its averaged step at every swap.
 4. **Choice** (`adaptmc.adaptation.metric_choice`): before the last `FINAL_SHARE` of the

@@ -111,7 +111,9 @@ def nutpie_pyfunc(target, seed: int, *, num_chains: int = 4, num_warmup: int = 1
     ``nutpie.compiled_pyfunc.from_pyfunc``: any `Target`, no PyMC twin needed.
 
     Every chain starts at one of ``initial_positions: (num_chains, dim)`` (default: the
-    target's initial position), as the other samplers' chains do. Gradients are counted by a
+    target's initial position), as the other samplers' chains do; nutpie refuses a start
+    where a coordinate of the gradient is exactly 0 (its first metric is ``1 / |grad|``), e.g.
+    the mode of a coordinate, and fails after 500 tries. Gradients are counted by a
     counter around the log density (one per call, the warm-up's and the starts' included);
     ``warmup_grads`` is that count less the kept draws' leapfrog steps. ``settings`` go to
     ``nutpie.sample`` (e.g. ``target_accept``)."""
