@@ -88,3 +88,17 @@ def test_user_target_from_module(tmp_path, monkeypatch):
     target = get_target("my_model:target")
     assert target.dim == 3 and target.name == "target"
     jax.clear_caches()
+
+
+def test_make_target_constrain_takes_the_params_pytree():
+    """``constrain`` is written over the same pytree as the log density; the Target keeps it
+    as a function of the flat position."""
+    import jax.numpy as jnp
+
+    from adaptmc.targets import make_target
+
+    target = make_target(lambda p: -0.5 * jnp.sum(p["mu"] ** 2) - 0.5 * p["log_s"] ** 2,
+                         {"mu": jnp.zeros(2), "log_s": jnp.asarray(0.0)},
+                         constrain=lambda p: {"mu": p["mu"], "s": jnp.exp(p["log_s"])})
+    out = target.constrain(jnp.asarray([1.0, 2.0, 0.0]))
+    assert float(out["s"]) == 1.0 and out["mu"].tolist() == [1.0, 2.0]

@@ -113,7 +113,7 @@ def make_target(
     name: str = "user",
     info: dict | None = None,
     check: bool = True,
-    constrain: Callable[[Array], dict[str, Array]] | None = None,
+    constrain: Callable[[Any], dict[str, Array]] | None = None,
 ) -> Target:
     """Build a `Target` from a JAX log density over a pytree.
 
@@ -129,8 +129,9 @@ def make_target(
         Evaluate the log density and its gradient at the start and raise `ValueError` if
         either is not finite, or if the log density is not a scalar.
     constrain
-        ``position: (dim,) -> {name: array}`` in the model's constrained space, kept on the
-        `Target` (see `Target.constrain`).
+        ``params -> {name: array}``, the model's named quantities in its constrained space,
+        from a pytree shaped as ``initial_params``; the `Target` keeps it as a function of
+        the flat position (`Target.constrain`), and draws are stored through it.
     """
     flat, unravel = ravel_pytree(initial_params)
     flat = jnp.asarray(flat)
@@ -150,7 +151,7 @@ def make_target(
         initial_position=flat,
         parameter_names=_flat_names(initial_params),
         info=dict(info or {}),
-        constrain=constrain,
+        constrain=None if constrain is None else (lambda position: constrain(unravel(position))),
     )
     if check:
         check_position(target, flat, what="initial position")
