@@ -100,5 +100,5 @@ def test_make_target_constrain_takes_the_params_pytree():
     target = make_target(lambda p: -0.5 * jnp.sum(p["mu"] ** 2) - 0.5 * p["log_s"] ** 2,
                          {"mu": jnp.zeros(2), "log_s": jnp.asarray(0.0)},
                          constrain=lambda p: {"mu": p["mu"], "s": jnp.exp(p["log_s"])})
-    out = target.constrain(jnp.asarray([1.0, 2.0, 0.0]))
+    out = target.constrain(jnp.asarray([0.0, 1.0, 2.0]))  # flat: log_s, mu (sorted keys)
     assert float(out["s"]) == 1.0 and out["mu"].tolist() == [1.0, 2.0]
