@@ -143,9 +143,6 @@ def cmd_resume(args) -> int:
     ``--objective``)."""
     from adaptmc.run.store import read_config
 
-    if (Path(args.run_dir) / "draws.nc").exists():  # before any work (a warm-up)
-        raise ValueError(f"the run in {args.run_dir!r} has finished (draws.nc is written): "
-                         f"nothing to resume (`adaptmc summary {args.run_dir}` shows it)")
     saved = read_config(Path(args.run_dir)).get("cli")
     if saved is None:
         raise ValueError(f"{args.run_dir!r} was not started from the command line; resume it "
@@ -156,6 +153,9 @@ def cmd_resume(args) -> int:
     if missing:
         raise ValueError(f"{args.run_dir!r}: config.json is damaged (missing "
                          f"{', '.join(missing)}); it cannot say what run to continue")
+    if (Path(args.run_dir) / "draws.nc").exists():  # before any work (a warm-up)
+        raise ValueError(f"the run in {args.run_dir!r} has finished (draws.nc is written): "
+                         f"nothing to resume (`adaptmc summary {args.run_dir}` shows it)")
     for option in ("target", "objective"):
         spec = saved.get(option)
         if isinstance(spec, str) and ":" in spec and not args.trust_code \
