@@ -198,3 +198,22 @@ def test_stale_temporaries_are_removed_on_resume(tmp_path):
         path.write_bytes(b"partial")
     go(resume=True)
     assert not [p for p in stale if p.exists()] and (out / io.DRAWS).is_file()
+
+
+def test_a_warmup_that_ends_where_the_density_is_infinite_does_not_blame_the_start():
+    """Positions a recipe's warm-up ended at (``prior_grads > 0``) that the run finds
+    non-finite are named as such, not as the chains' initial positions."""
+    import jax.numpy as jnp
+    import pytest
+
+    from adaptmc.kernels import HMCParams, hmc
+    from adaptmc.run import run
+    from adaptmc.targets import make_target
+
+    target = make_target(lambda x: jnp.where(x[0] > 5.0, jnp.inf, -0.5 * jnp.sum(x ** 2)),
+                         jnp.zeros(2))
+    ended = jnp.asarray([[6.0, 0.0], [0.0, 0.0]])  # chain 0 ended in the +inf region
+    with pytest.raises(ValueError, match="at the end of the warm-up of chain 0"):
+        run(target, hmc, HMCParams(step_size=0.1, num_leapfrog=2), num_super_transitions=1,
+            gradient_budget=10, num_chains=2, initial_positions=ended, prior_grads=100,
+            progress=False)

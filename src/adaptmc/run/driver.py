@@ -213,7 +213,7 @@ def run(
         output_dir=output_dir)
     key_init, key_run = jax.random.split(jax.random.key(seed))
     positions = _starts(target, num_chains, initial_positions, initial_states, init_jitter,
-                        key_init)
+                        key_init, after_warmup=prior_grads > 0)
     facts = store.fingerprint(target, kernel, params, tuner, *sizes, objective)
     if num_draws is not None:
         facts["num_draws"] = int(num_draws)
@@ -249,15 +249,18 @@ def run(
     return _finish(setup, state, clocks, seed)
 
 
-def _starts(target, num_chains, initial_positions, initial_states, init_jitter, key_init):
+def _starts(target, num_chains, initial_positions, initial_states, init_jitter, key_init,
+            after_warmup: bool = False):
     """The chains' checked starting positions: ``initial_states``' when given (then not
-    ``initial_positions`` too), else ``initial_positions`` or the jittered default."""
+    ``initial_positions`` too), else ``initial_positions`` or the jittered default;
+    ``after_warmup``: they are where a recipe's warm-up ended, and an error says so."""
     if initial_states is not None:
         if initial_positions is not None:
             raise ValueError("give initial_positions or initial_states, not both")
         initial_positions = initial_states.position
+    what = "end of the warm-up" if after_warmup else "initial position"
     return initial_positions_checked(target, num_chains, initial_positions, init_jitter,
-                                     key_init)
+                                     key_init, what)
 
 
 def _make_loop(setup: _Setup) -> SuperTransitionLoop:

@@ -190,8 +190,10 @@ def starting_positions(target: Target, num_chains: int, seed: int, init=None,
 
 
 def initial_positions_checked(target: Target, num_chains: int, initial_positions,
-                              init_jitter: float, key) -> jax.Array:
-    """``(num_chains, dim)`` starting points, checked finite with finite gradients."""
+                              init_jitter: float, key,
+                              what: str = "initial position") -> jax.Array:
+    """``(num_chains, dim)`` starting points, checked finite with finite gradients;
+    ``what`` names them in an error (the positions a warm-up ended at are not the starts)."""
     if initial_positions is None:
         initial_positions = _jittered(key, target.initial_position, num_chains, init_jitter)
     initial_positions = jnp.asarray(initial_positions, dtype=target.initial_position.dtype)
@@ -202,7 +204,7 @@ def initial_positions_checked(target: Target, num_chains: int, initial_positions
         )
     rows = np.asarray(initial_positions)  # rows on the host: no slice compiled per chain
     for c in range(num_chains):
-        check_position(target, rows[c], what=f"initial position of chain {c}")
+        check_position(target, rows[c], what=f"{what} of chain {c}")
     return initial_positions
 
 
