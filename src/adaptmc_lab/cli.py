@@ -52,7 +52,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samplers", default=None,
                    help="comma-separated samplers (default: adaptmc-adaptive-hmc, "
                         "adaptmc-gadmala, blackjax-nuts; also -adaptive-hmc-parametric, "
-                        "-hedge, -sir, adaptmc-bandit-hmc, -hmc-da, -hmc-grid, numpyro-nuts)")
+                        "-hedge, -sir, adaptmc-bandit-hmc, -hmc-da, -hmc-grid, numpyro-nuts, "
+                        "nutpie (PyMC twins), nutpie-diag and nutpie-low-rank (any target, "
+                        "from_pyfunc))")
     p.add_argument("--seeds", type=int, default=None, help="seeds per (target, sampler)")
     p.add_argument("--budget", type=int, default=None,
                    help="sampling draws per chain (warm-up: half as many)")

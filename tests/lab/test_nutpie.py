@@ -87,3 +87,21 @@ def test_nutpie_refuses_starts_of_the_wrong_shape():
 
     with pytest.raises(ValueError, match="initial_positions"):
         nutpie_pyfunc(gaussian(np.zeros(2), 1.0), 0, initial_positions=np.zeros((4, 3)))
+
+
+@pytest.mark.parametrize("row", ["nutpie-diag", "nutpie-low-rank"])
+def test_the_bench_rows_run_nutpie_on_any_target_and_count_its_gradients(row):
+    """The bench's nutpie rows on a target without a PyMC twin (a posteriordb translation):
+    draws of the asked shape, warm-up and sampling gradients both counted."""
+    import dataclasses
+
+    pytest.importorskip("nutpie")
+
+    from adaptmc_lab.bench.config import BenchConfig
+    from adaptmc_lab.bench.samplers import SAMPLERS
+
+    config = dataclasses.replace(BenchConfig(), num_samples=100, num_warmup=100, num_chains=2)
+    target = get_target("pdb-kidiq-kidscore_momiq")
+    out = SAMPLERS[row](target, 0, config)
+    assert out.positions.shape == (2, 100, target.dim)
+    assert out.warmup_grads > 2 * 100 and out.sampling_grads >= 2 * 100

@@ -141,9 +141,32 @@ def nutpie(target, seed: int, config: BenchConfig) -> SamplerOutput:
     return _nuts_output(result, {"step_size": float(np.mean(result.step_size))})
 
 
+def nutpie_on_target(low_rank: bool) -> Callable[[Any, int, BenchConfig], SamplerOutput]:
+    """nutpie's NUTS on the target's own JAX log density through ``from_pyfunc``
+    (`adaptmc_lab.baselines.nutpie.nutpie_pyfunc`: any target, every call of the log density
+    counted), diagonal or ``low_rank`` (nutpie's ``low_rank_modified_mass_matrix``);
+    ``compile_s`` is the gradient's compilation, each gradient a Python callback."""
+
+    def sampler(target, seed: int, config: BenchConfig) -> SamplerOutput:
+        from adaptmc_lab.baselines.nutpie import nutpie_pyfunc
+
+        starts = initial_positions(target, seed, config.num_chains, config.init_jitter)
+        run = nutpie_pyfunc(target, seed, num_chains=config.num_chains,
+                            num_warmup=config.num_warmup, num_draws=config.num_samples,
+                            initial_positions=starts, low_rank=low_rank)
+        stats = run.idata.sample_stats
+        divergent = int(np.sum(stats["diverging"])) if "diverging" in stats else 0
+        return SamplerOutput(run.positions, run.warmup_grads, run.num_grads - run.warmup_grads,
+                             run.wall_s, run.compile_s, divergent, {})
+
+    return sampler
+
+
 SAMPLERS: dict[str, Callable[[Any, int, BenchConfig], SamplerOutput]] = {
     **{row: recipe_sampler(row) for row in RECIPE_ROWS},
     "blackjax-nuts": blackjax_nuts,
     "numpyro-nuts": numpyro_nuts,
     "nutpie": nutpie,
+    "nutpie-diag": nutpie_on_target(low_rank=False),
+    "nutpie-low-rank": nutpie_on_target(low_rank=True),
 }
