@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-from jax.flatten_util import ravel_pytree
 
 from adaptmc.targets.base import Array, Target, make_target
 
@@ -82,11 +81,9 @@ def from_numpyro(
     )
     potential = model_info.potential_fn
     unconstrained = model_info.param_info.z
-    _, unravel = ravel_pytree(unconstrained)
 
-    def constrain(position: Array) -> dict[str, Array]:
-        return constrain_fn(model, model_args, model_kwargs, unravel(position),
-                            return_deterministic=True)
+    def constrain(params: dict[str, Array]) -> dict[str, Array]:
+        return constrain_fn(model, model_args, model_kwargs, params, return_deterministic=True)
 
     return make_target(
         lambda params: -potential(params),

@@ -14,7 +14,6 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
 from adaptmc.targets.base import Array, Target, make_target
 
@@ -73,10 +72,7 @@ def from_pymc(model: Any, name: str | None = None) -> Target:
     def logdensity(params: dict[str, Array]) -> Array:
         return logp_graph(*(params[n] for n in order))[0]
 
-    _, unravel = ravel_pytree(initial)
-
-    def constrain(position: Array) -> dict[str, Array]:
-        params = unravel(position)
+    def constrain(params: dict[str, Array]) -> dict[str, Array]:
         out = constrain_graph(*(params[n] for n in order))
         return {rv.name: x for rv, x in zip(free, out, strict=True)}
 
