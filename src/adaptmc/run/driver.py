@@ -176,11 +176,10 @@ def run(
     tuner, objective
         Proposes parameters before each super-transition, updated with ``objective(positions,
         stats, num_grads)`` after it (default: fixed parameters).
-    num_warmup
-        The first super-transitions whose draws go to the ``warmup_*`` groups.
-    adapt_until
-        After this many super-transitions the tuner's ``best`` setting is frozen (default:
-        adapt throughout); a tuner with ``done`` may stop earlier, dropping those it frees.
+    num_warmup, adapt_until
+        The first super-transitions, whose draws go to the ``warmup_*`` groups; after
+        ``adapt_until`` the tuner's ``best`` is frozen (default: never; a tuner with
+        ``done`` may stop earlier, dropping those it frees).
     initial_positions
         ``(num_chains, dim)``; default: the target's plus ``U(-init_jitter, init_jitter)``.
     initial_states
@@ -191,51 +190,64 @@ def run(
     thin, stop_after
         Keep every ``thin``-th draw (all count); stop as if killed after ``stop_after`` (tests).
     num_draws
-        Keep exactly this many draws per chain after the warm-up super-transitions, the
-        run's length following from the steps the (frozen) setting makes per
-        super-transition (None: ``num_super_transitions`` decides).
+        Keep exactly this many draws per chain after the warm-up super-transitions (None:
+        ``num_super_transitions`` decides the run's length).
     prior_grads, attrs
-        Gradients a recipe's warm-up spent (counted in the total); InferenceData attributes
-        (``prior_wall_s`` and ``prior_compile_s`` add to the run's seconds; the result's
-        ``compile_s`` is every compilation the call waited for, `adaptmc.run.compile_clock`).
+        A recipe's warm-up gradients (counted in the total); InferenceData attributes
+        (``prior_wall_s``, ``prior_compile_s`` add to the run's seconds; `compile_clock`).
     """
     clocks = (time.perf_counter(), compile_seconds())
     params = kernel.Params() if params is None else params
     tuner = fixed() if tuner is None else tuner
     sizes = (num_super_transitions, gradient_budget, num_chains, num_warmup, adapt_until,
              seed, thin)
-    _check_everything(target, kernel, params, tuner, objective, sizes, checkpoint_every)
-    checks.check_num_draws(num_draws)
-    check_run_resources(
-        chains=num_chains, dim=target.dim, itemsize=target.initial_position.dtype.itemsize,
-        draws_per_step=max(1, gradient_budget // kernel.cost(params) // thin),
-        super_transitions=num_super_transitions, checkpoint_every=checkpoint_every,
-        output_dir=output_dir)
+    _check_everything(target, kernel, params, tuner, objective, sizes, checkpoint_every,
+                      num_draws, output_dir)
     key_init, key_run = jax.random.split(jax.random.key(seed))
     positions = _starts(target, num_chains, initial_positions, initial_states, init_jitter,
                         key_init, after_warmup=prior_grads > 0)
-    facts = store.fingerprint(target, kernel, params, tuner, *sizes, objective)
-    if num_draws is not None:
-        facts["num_draws"] = int(num_draws)
-    written = store.open_run_dir(output_dir, resume=resume, force=force, config=config,
-                                 fingerprint=facts)
-    run_dir = None if output_dir is None else Path(output_dir)
-    staged = None if written == run_dir else written
+    run_dir, staged = _open(output_dir, resume, force, config, num_draws,
+                            store.fingerprint(target, kernel, params, tuner, *sizes, objective))
     setup = _Setup(target, kernel, params, tuner, objective, num_super_transitions,
                    gradient_budget, num_chains, num_warmup, adapt_until, thin,
                    checkpoint_every, key_run, run_dir, dict(attrs or {}), force, num_draws)
+    state, finished = _guarded(setup, positions, key_init, resume, initial_states, staged,
+                               prior_grads, progress, stop_after)
+    if not finished:
+        return RunResult(None, state.total_grads, time.perf_counter() - clocks[0],
+                         compile_seconds() - clocks[1], run_dir, state.states, state.params)
+    return _finish(setup, state, clocks, seed)
+
+
+def _open(output_dir, resume: bool, force: bool, config, num_draws, facts: dict):
+    """``(run_dir, staged)``: the run folder (None without ``output_dir``) and, for a new
+    run, the sibling folder it writes into until its first checkpoint (`store.open_run_dir`;
+    ``facts`` the run's fingerprint)."""
+    facts.update({} if num_draws is None else {"num_draws": int(num_draws)})
+    written = store.open_run_dir(output_dir, resume=resume, force=force, config=config,
+                                 fingerprint=facts)
+    run_dir = None if output_dir is None else Path(output_dir)
+    return run_dir, (None if written == run_dir else written)
+
+
+def _guarded(setup: _Setup, positions, key_init, resume: bool, initial_states, staged,
+             prior_grads: int, progress: bool, stop_after: int | None):
+    """Start (or resume) and advance the run; ``(state, finished)``. A new run writes into
+    the ``staged`` folder, put in place (replacing an old run) at its first checkpoint; on
+    any failure before that the staged folder is removed and an old run is left as it was.
+    An exception raised by the user's log density becomes one `faults.failed_run` error."""
     state = None
     with faults.capture_callback_errors() as caught:
-        try:  # a new run's folder (an old one it replaces) is in place once checkpointed
+        try:
             state = _start(setup, positions, key_init, resume, initial_states)
             state.staging = staged
             state.total_grads += int(prior_grads) if state.start_index == 0 else 0
             finished = _advance(setup, state, _make_loop(setup), progress, stop_after)
         except Exception:
-            if not caught or state is None or run_dir is None:
+            if not caught or state is None or setup.run_dir is None:
                 io.discard_staged(staged)
                 raise
-            failure = faults.failed_run(caught, len(state.record["reward"]), run_dir,
+            failure = faults.failed_run(caught, len(state.record["reward"]), setup.run_dir,
                                         state.staging, committed=state.staging is None)
             io.discard_staged(staged)
             raise failure from None
@@ -243,10 +255,7 @@ def run(
             io.discard_staged(staged)
             raise
     io.discard_staged(state.staging)  # stopped (a test's stop_after) before any checkpoint
-    if not finished:
-        return RunResult(None, state.total_grads, time.perf_counter() - clocks[0],
-                         compile_seconds() - clocks[1], run_dir, state.states, state.params)
-    return _finish(setup, state, clocks, seed)
+    return state, finished
 
 
 def _starts(target, num_chains, initial_positions, initial_states, init_jitter, key_init,
@@ -286,9 +295,10 @@ def _max_group(num_super_transitions: int, adapt_until: int | None,
     return min(num_super_transitions - adapt_until, checkpoint_every)
 
 
-def _check_everything(target, kernel, params, tuner, objective, sizes,
-                      checkpoint_every) -> None:
-    """Every check of the arguments, before anything is written (`adaptmc.run.checks`)."""
+def _check_everything(target, kernel, params, tuner, objective, sizes, checkpoint_every,
+                      num_draws, output_dir) -> None:
+    """Every check of the arguments, before anything is written (`adaptmc.run.checks`),
+    and of the memory and disk the run's draws need (`adaptmc.options`)."""
     num_super_transitions, gradient_budget, num_chains, num_warmup, adapt_until, seed, thin \
         = sizes
     checks.check_run_args(
@@ -300,6 +310,12 @@ def _check_everything(target, kernel, params, tuner, objective, sizes,
     checks.check_adapt_until(adapt_until, num_super_transitions)
     checks.check_objective(objective, num_chains, target.dim, kernel.cost(params))
     checks.check_tuner(tuner, kernel, params, target.dim, gradient_budget, thin)
+    checks.check_num_draws(num_draws)
+    check_run_resources(
+        chains=num_chains, dim=target.dim, itemsize=target.initial_position.dtype.itemsize,
+        draws_per_step=max(1, gradient_budget // kernel.cost(params) // thin),
+        super_transitions=num_super_transitions, checkpoint_every=checkpoint_every,
+        output_dir=output_dir)
 
 
 def _start(setup: _Setup, positions, key_init, resume: bool,
