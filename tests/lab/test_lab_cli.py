@@ -52,3 +52,18 @@ def test_reproduce_sizes_replace_the_dexter_config(monkeypatch, tmp_path):
                  "gradient_budget=123", "--out", str(tmp_path / "d"), "--no-compile-cache"])
     assert code == 0
     assert seen["config"] == dexter.QUICK._replace(num_super_transitions=7, gradient_budget=123)
+
+
+def test_every_posteriordb_posterior_is_a_stan_target_of_the_lab():
+    """``stan-<posterior>`` names each shipped posterior's Stan program and data (the bench
+    runs it beside ``pdb-<posterior>``); other names are not taken."""
+    from adaptmc.datasets.posteriordb import default_posteriordb_dir
+    from adaptmc_lab.targets import stan_posterior_files
+
+    folders = [p.name for p in default_posteriordb_dir().iterdir() if p.is_dir()]
+    assert len(folders) == 22
+    for name in folders:
+        model, data = stan_posterior_files(f"stan-{name}")
+        assert model.endswith(f"{name}/model.stan") and data.endswith("data.json.zip")
+    assert stan_posterior_files("stan-nothing") is None
+    assert stan_posterior_files("pdb-arK-arK") is None
