@@ -106,6 +106,16 @@ def lag_one_ess_per_grad(positions: np.ndarray, stats: dict, num_grads: int) -> 
     if not np.all(np.isfinite(sd)) or np.any(sd <= 0):
         return float("nan")
     z = (positions - positions.mean(axis=(0, 1))) / sd
+    factors = lag_one_fractions(z)
+    grads_per_draw = num_grads / positions.shape[0] / positions.shape[1]
+    return float(1000.0 * np.mean(np.minimum(*factors)) / grads_per_draw)
+
+
+def lag_one_fractions(z: np.ndarray) -> list[np.ndarray]:
+    """Effective fraction of draws ``(1 - rho_1) / (1 + rho_1)`` of ``z`` and of ``z^2`` per
+    coordinate, ``rho_1`` the lag-one autocorrelation pooled over chains, clipped to [0, 1]
+    (an AR(1) chain's ESS over its length). ``z: (chains, draws, dim)``, standardised;
+    returns two ``(dim,)`` arrays."""
     factors = []
     for y in (z, z**2):
         y = y - y.mean(axis=(0, 1))
@@ -114,8 +124,7 @@ def lag_one_ess_per_grad(positions: np.ndarray, stats: dict, num_grads: int) -> 
             rho = np.where(norm > 0, np.sum(y[:, 1:] * y[:, :-1], axis=(0, 1)) / norm, 1.0)
         rho = np.clip(rho, 0.0, 1.0)
         factors.append((1.0 - rho) / (1.0 + rho))
-    grads_per_draw = num_grads / positions.shape[0] / positions.shape[1]
-    return float(1000.0 * np.mean(np.minimum(*factors)) / grads_per_draw)
+    return factors
 
 
 def tolerating_divergences(objective, max_rate: float):

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptmc.objectives import lag_one_fractions
+
 MAX_SHOWN = 4
 """Parameters in the trace, rank and pair plots at most."""
 
@@ -49,13 +51,7 @@ def worst_mixing(draws: np.ndarray, names: list[str], count: int = MAX_SHOWN) ->
     sd = draws.std(axis=(0, 1))
     sd = np.where(sd > 0, sd, 1.0)
     z = (draws - draws.mean(axis=(0, 1))) / sd
-    factors = []
-    for y in (z, z**2):
-        y = y - y.mean(axis=(0, 1))
-        norm = np.sum(y * y, axis=(0, 1))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rho = np.where(norm > 0, np.sum(y[:, 1:] * y[:, :-1], axis=(0, 1)) / norm, 1.0)
-        factors.append((1 - np.clip(rho, 0, 1)) / (1 + np.clip(rho, 0, 1)))
+    factors = lag_one_fractions(z)
     spread = np.std(z.mean(axis=1), axis=0) if draws.shape[0] > 1 else np.zeros(z.shape[-1])
     score = np.minimum(*factors) - spread
     return [int(i) for i in np.argsort(score, kind="stable")[:count]]
