@@ -13,18 +13,15 @@ import contextlib
 import json
 import logging
 import sys
-import time
 import warnings
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 
 from adaptmc.options import DECLARED, OptionError, check_options, check_resources, check_value
-from adaptmc.recipes import DEFAULT_RECIPE, Plan, build, check_plan
-from adaptmc.run import RunResult, default_positions, run, starting_positions
-from adaptmc.run.compile_clock import compile_seconds
+from adaptmc.recipes import DEFAULT_RECIPE, Plan, build
+from adaptmc.run import RunOptions, RunResult, run, run_keys, starting_positions
 from adaptmc.run.faults import telling_target_errors
 
 
@@ -32,51 +29,28 @@ def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
              initial_positions: np.ndarray | None = None, output_dir: str | Path | None = None,
              force: bool = False, resume: bool = False, checkpoint_every: int = 10,
              thin: int | None = None, progress: bool = True,
-             config: dict | None = None) -> RunResult:
-    """Run ``plan`` (a recipe's `Plan`) on ``target`` with ``chains`` chains: first its
-    ``prepare`` step, if any (a warm-up from ``initial_positions``, default the run's own
-    starts, with a key of its own), whose gradients count in the run's total; ``thin``
-    (default: the plan's) keeps every ``thin``-th draw. The warm-up's seconds and its
-    compilation (`adaptmc.run.compile_clock`) count in the result's."""
-    prior_grads, attrs, initial_states = 0, {}, None
-    if plan.prepare is not None:
-        if progress:
-            print(f"{plan.name}: warm-up ...", flush=True)
-        started, compile_before = time.perf_counter(), compile_seconds()
-        starts = default_positions(target, chains, seed) if initial_positions is None \
-            else initial_positions
-        prepared = plan.prepare(target, np.asarray(starts), warmup_key(seed))
-        plan, initial_positions = prepared.plan, prepared.positions
-        if prepared.states is not None:  # continue the chains, kernel state included
-            initial_positions, initial_states = None, prepared.states
-        prior_grads = prepared.num_grads
-        attrs = {"warmup": json.dumps(prepared.record, default=_jsonable),
-                 "prior_wall_s": time.perf_counter() - started,
-                 "prior_compile_s": compile_seconds() - compile_before}
-        if "portfolio" in prepared.record:
-            attrs["portfolio"] = json.dumps(prepared.record["portfolio"], default=_jsonable)
-        check_plan(plan)
-        if progress:
-            print(f"{plan.name}: warm-up done ({prior_grads:,} gradients); tuning in the box "
-                  f"{prepared.record.get('box')}", flush=True)
+             config: dict | None = None, stop_after: int | None = None) -> RunResult:
+    """Run ``plan`` (a recipe's `Plan`, its warm-up stage included: from
+    ``initial_positions``, default the run's own starts) on ``target`` with ``chains``
+    chains (`adaptmc.run.run` with `run_options`)."""
+    return run(target, plan, options=run_options(
+        plan, chains=chains, seed=seed, initial_positions=initial_positions,
+        output_dir=output_dir, force=force, resume=resume, checkpoint_every=checkpoint_every,
+        thin=thin, progress=progress, config=config, stop_after=stop_after))
+
+
+def run_options(plan: Plan, *, chains: int = 4, config: dict | None = None,
+                **options) -> RunOptions:
+    """The `RunOptions` of a recipe's run: its config records the recipe and its options
+    (``thin`` None: the plan's)."""
     config = {"recipe": plan.name, "options": plan.options, **(config or {})}
-    return run(
-        target, plan.kernel, plan.params,
-        num_super_transitions=plan.num_super_transitions,
-        gradient_budget=plan.gradient_budget, num_chains=chains, tuner=plan.tuner,
-        objective=plan.objective, num_warmup=plan.num_warmup, adapt_until=plan.adapt_until,
-        seed=seed, initial_positions=initial_positions, initial_states=initial_states,
-        output_dir=output_dir, force=force,
-        resume=resume, checkpoint_every=checkpoint_every,
-        thin=plan.thin if thin is None else thin, progress=progress,
-        config=json.loads(json.dumps(config, default=_jsonable)), prior_grads=prior_grads,
-        attrs=attrs, num_draws=plan.draws,
-    )
+    return RunOptions(num_chains=chains, config=json.loads(json.dumps(config, default=_jsonable)),
+                      **options)
 
 
 def warmup_key(seed: int):
-    """The key of a plan's ``prepare`` step, independent of the run's keys."""
-    return jax.random.fold_in(jax.random.key(seed), 2**31 - 1)
+    """The key of a plan's warm-up stage, independent of the run's keys."""
+    return run_keys(seed, "warmup")
 
 
 def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int = 4,

@@ -165,12 +165,13 @@ def _padded(metric: LowRankInverseMass, rank: int):
 
 
 class _Chains:
-    """The warm-up's running state on the host: chain states, dual averaging, the metric and
-    every transition's outputs so far."""
+    """The warm-up's running state on the host: chain states, dual averaging, the metric,
+    every transition's outputs so far and where the schedule stands (`advance` runs a chunk,
+    `adapt` acts on it); everything a checkpoint needs (`chains_to_arrays`)."""
 
-    def __init__(self, target, positions, key, rank, target_accept):
+    def __init__(self, target, positions, key, rank, target_accept, num_steps, metric):
         self.target, self.rank, self.key = target, rank, key
-        self.compile_s, self.calls = 0.0, 0
+        self.compile_s, self.calls, self.started = 0.0, 0, time.perf_counter()
         chains = positions.shape[0]
         self.key, key_first = jax.random.split(key)
         logdensity, grad, inverse_mass, steps, grads = _first_program(target)(
@@ -183,9 +184,16 @@ class _Chains:
         diag = np.exp(np.mean(np.log(np.asarray(inverse_mass)), axis=0))
         self.metric = LowRankInverseMass(diag, np.zeros((positions.shape[1], 0)), np.zeros(0))
         self.num_grads = chains + int(np.sum(np.asarray(grads)))
-        self.out = {name: [] for name in ("x", "g", "lp", "steps", "div")}
+        self.out = {name: [] for name in OUTPUTS}
         self.target_accept = target_accept
         self.trusted = None
+        self.asked, self.num_steps = metric, int(num_steps)
+        self.early_end, self.final_start = schedule(self.num_steps)
+        self.num_chunks = -(-self.num_steps // CHUNK)
+        self.counters = {"index": 0, "foreground": 0, "background": 0, "late_switch": 2 * CHUNK,
+                         "updates": 0, "reverts": 0,
+                         "kind": "diag" if metric == "diag" else "low-rank"}
+        self.choice, self.bar = {}, None
 
     def advance(self) -> None:
         """One chunk of `CHUNK` transitions per chain under the current metric."""
@@ -206,6 +214,32 @@ class _Chains:
             self.out[name].append(np.asarray(value))
         self.num_grads += int(np.sum(self.out["steps"][-1]))
         self.calls += 1
+
+    def adapt(self) -> None:
+        """After a chunk: keep or revert, re-estimate the metric, swap the estimators when
+        the background holds ``switch`` draws, and choose the final metric at the final
+        window's start (the module docstring's steps 2-4)."""
+        c = self.counters
+        reverted = self.keep_or_revert()
+        c["reverts"] += reverted
+        c["index"] += 1
+        now = c["index"] * CHUNK
+        if now < self.final_start:
+            if not reverted:
+                self.metric = _estimate(self, c["foreground"], now, c["kind"], self.rank)
+                c["updates"] += 1
+            switch = CHUNK if now <= self.early_end else c["late_switch"]
+            if now - c["background"] >= switch and now + switch <= self.final_start:
+                c["foreground"], c["background"] = c["background"], now
+                c["late_switch"] *= 2 if now > self.early_end else 1
+                self.restart_step_size()
+        elif now == self.final_start:
+            c["kind"], self.choice = _choose(self, c["foreground"], now, self.asked, self.rank)
+            self.restart_step_size()
+        _show(self.bar, self, c["kind"])
+
+    def done(self) -> bool:
+        return self.counters["index"] >= self.num_chunks
 
     def window(self, start: int, stop: int):
         """Pooled ``(draws, grads)``, both ``(chains, n, dim)``, of transitions
@@ -234,51 +268,52 @@ class _Chains:
         return False
 
 
-def early_warmup(target, positions, key, *, num_steps: int = 500, metric: str = "auto",
-                 target_accept: float = 0.8, progress: bool | None = None) -> EarlyWarmup:
-    """Warm ``positions: (chains, dim)`` up on ``target`` for ``num_steps`` NUTS transitions
-    per chain (see the module docstring). ``metric``: ``"auto"`` (chosen by what each
-    buys), or one of ``"diag"``, ``"dense"``, ``"low-rank"`` (then only the choice is
-    forced). ``progress``: a bar over the transitions (None: when the output is a
-    terminal)."""
+OUTPUTS = ("x", "g", "lp", "steps", "div")
+
+
+def check_warmup(num_steps: int, metric: str) -> None:
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {', '.join(map(repr, METRICS))}, "
                          f"got {metric!r}")
     if int(num_steps) != num_steps or num_steps < 10 * CHUNK:
         raise ValueError(f"the warm-up needs an integer number of steps >= {10 * CHUNK}, "
                          f"got {num_steps}")
-    started = time.perf_counter()
+
+
+def start_chains(target, positions, key, *, num_steps: int = 500, metric: str = "auto",
+                 target_accept: float = 0.8, progress: bool | None = None) -> _Chains:
+    """The warm-up's chains at ``positions: (chains, dim)``, checked, before any chunk."""
+    check_warmup(num_steps, metric)
     positions = jnp.asarray(positions)
-    chains, dim = positions.shape
-    rank = warmup_rank(dim, metric)
-    run = _Chains(target, positions, key, rank, target_accept)
-    early_end, final_start = schedule(int(num_steps))
-    num_chunks = -(-int(num_steps) // CHUNK)
-    bar = _bar(num_chunks * CHUNK, progress)
-    foreground, background, late_switch, updates, choice = 0, 0, 2 * CHUNK, 0, {}
-    kind, reverts = ("diag" if metric == "diag" else "low-rank"), 0
-    for index in range(num_chunks):
+    rank = warmup_rank(positions.shape[1], metric)
+    run = _Chains(target, positions, key, rank, target_accept, num_steps, metric)
+    run.bar = _bar(run.num_chunks * CHUNK, progress)
+    return run
+
+
+def chains_result(run: _Chains) -> EarlyWarmup:
+    """The `EarlyWarmup` of finished chains (the progress bar closed)."""
+    if run.bar is not None:
+        run.bar.close()
+    run.choice["reverted"] = run.counters["reverts"]
+    return _result(run, run.counters["kind"], run.choice, run.counters["updates"],
+                   run.final_start, run.started)
+
+
+def early_warmup(target, positions, key, *, num_steps: int = 500, metric: str = "auto",
+                 target_accept: float = 0.8, progress: bool | None = None) -> EarlyWarmup:
+    """Warm ``positions: (chains, dim)`` up on ``target`` for ``num_steps`` NUTS transitions
+    per chain (see the module docstring). ``metric``: ``"auto"`` (chosen by what each
+    buys), or one of ``"diag"``, ``"dense"``, ``"low-rank"`` (then only the choice is
+    forced). ``progress``: a bar over the transitions (None: when the output is a
+    terminal). `adaptmc.adaptation.early_stage.EarlyWarmupStage` is the same warm-up,
+    resumable, as a stage of a run."""
+    run = start_chains(target, positions, key, num_steps=num_steps, metric=metric,
+                       target_accept=target_accept, progress=progress)
+    while not run.done():
         run.advance()
-        reverted = run.keep_or_revert()
-        reverts += reverted
-        now = (index + 1) * CHUNK
-        if now < final_start:
-            if not reverted:
-                run.metric = _estimate(run, foreground, now, kind, rank)
-                updates += 1
-            switch = CHUNK if now <= early_end else late_switch
-            if now - background >= switch and now + switch <= final_start:
-                foreground, background = background, now
-                late_switch *= 2 if now > early_end else 1
-                run.restart_step_size()
-        elif now == final_start:
-            kind, choice = _choose(run, foreground, now, metric, rank)
-            run.restart_step_size()
-        _show(bar, run, kind)
-    if bar is not None:
-        bar.close()
-    choice["reverted"] = reverts
-    return _result(run, kind, choice, updates, final_start, started)
+        run.adapt()
+    return chains_result(run)
 
 
 def _estimate(run: _Chains, start: int, stop: int, kind: str, rank: int):

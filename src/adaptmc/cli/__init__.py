@@ -1,8 +1,8 @@
 """Command line: ``adaptmc sample``, ``resume``, ``summary``, ``targets``.
 
 From the command line to a kernel step: `cmd_sample` parses the options, builds the named
-recipe's `adaptmc.recipes.Plan` (`adaptmc.recipes.build`) and runs it (`adaptmc.api.run_plan`,
-which calls `adaptmc.run.run`).
+recipe's `adaptmc.recipes.Plan` (`adaptmc.recipes.build`) and runs it (`adaptmc.run.run`:
+its warm-up stage, then its super-transitions).
 """
 
 from __future__ import annotations
@@ -45,20 +45,20 @@ def cmd_sample(args, resume: bool = False) -> int:
 
 def _sample(args, target, options: dict, resume: bool) -> int:
     """Build the plan, run it, print and write the summary and the plots."""
-    from adaptmc.api import run_plan
+    from adaptmc.api import run_options
     from adaptmc.diagnostics import format_summary
     from adaptmc.recipes import build
+    from adaptmc.run import run
 
     plan = build(args.recipe, target, **options)
     starts = _starts(args, target)
     if plan.kernel.name.startswith(("gadmala", "gadrwm")) and args.step_size is None:
         print(f"initial factor L = {float(plan.params.step_size):.3g} I (Hoffman & Gelman's "
               "heuristic; --step-size sets it)")
-    result = run_plan(target, plan, chains=args.chains, seed=args.seed,
-                      initial_positions=starts, output_dir=args.out,
-                      force=args.force, resume=resume, checkpoint_every=args.checkpoint_every,
-                      thin=args.thin, progress=not args.no_progress,
-                      config={"cli": vars(args)})
+    result = run(target, plan, options=run_options(
+        plan, chains=args.chains, seed=args.seed, initial_positions=starts, output_dir=args.out,
+        force=args.force, resume=resume, checkpoint_every=args.checkpoint_every,
+        thin=args.thin, progress=not args.no_progress, config={"cli": vars(args)}))
     text = format_summary(result.idata)
     (Path(args.out) / "summary.txt").write_text(text + "\n")
     print(text)  # the warnings and notes, once, in the summary

@@ -44,13 +44,15 @@ super-transition cut short, `adaptmc.run.run`'s ``num_draws``), so its gradients
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
 import numpy as np
 
 from adaptmc import tuners
-from adaptmc.adaptation.early import METRICS, early_warmup
+from adaptmc.adaptation.early import METRICS
+from adaptmc.adaptation.early_stage import EarlyWarmupStage
 from adaptmc.kernels import HMCParams, hmc
 from adaptmc.recipes.parts import BANDIT_TUNERS, make_bandit, objective_from_name
 from adaptmc.recipes.plan import Plan, Prepared, check_plan, options_of, sampling_length
@@ -171,17 +173,20 @@ def adaptive_hmc(
     hmc.check_params(HMCParams(jitter=jitter))
     options = options_of(locals())
 
-    def prepare(target: Target, positions: np.ndarray, key) -> Prepared:
-        warm = early_warmup(target, positions, key, num_steps=warmup_steps, metric=metric)
-        plan = tuned_plan(warm, tuner=tuner, tuning=tuning, draws=draws, budget=budget,
-                          objective=made_objective, jitter=jitter, options=options,
-                          stop=(stop_rule, stop_tolerance))
-        return Prepared(plan, warm.positions, warm.num_grads, warmup_record(warm, plan))
+    then = functools.partial(prepared_plan, tuner=tuner, tuning=tuning, draws=draws,
+                             budget=budget, objective=made_objective, jitter=jitter,
+                             options=options, stop=(stop_rule, stop_tolerance))
+    return Plan("adaptive-hmc", hmc, HMCParams(jitter=jitter), tuners.fixed(),
+                made_objective, tuning + 1, max(budget or 1000, 1), tuning, tuning,
+                options=options, warmup=EarlyWarmupStage(warmup_steps, metric, then),
+                draws=draws)
 
-    placeholder = Plan("adaptive-hmc", hmc, HMCParams(jitter=jitter), tuners.fixed(),
-                       made_objective, tuning + 1, max(budget or 1000, 1), tuning, tuning,
-                       options=options, prepare=prepare, draws=draws)
-    return placeholder
+
+def prepared_plan(warm, **settings) -> Prepared:
+    """What the run goes on with after the warm-up ``warm``: `tuned_plan` (``settings``
+    its keywords), from where the warm-up's chains stand."""
+    plan = tuned_plan(warm, **settings)
+    return Prepared(plan, warm.positions, warm.num_grads, warmup_record(warm, plan))
 
 
 def trajectory_box(steps: np.ndarray) -> tuple[int, int, int]:

@@ -4,66 +4,15 @@ anything runs or is written."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
-
 import numpy as np
 
 from adaptmc import tuners
 from adaptmc.kernels import Kernel
-from adaptmc.tuners.base import Tuner
+from adaptmc.run.plan import Plan, Prepared
 
 MIN_DRAWS = 4  # the fewest draws per super-transition an objective scores
 
-
-class Prepared(NamedTuple):
-    """What a plan's ``prepare`` step returns: the plan to run (its settings now measured
-    on the target), the chains' starting positions ``(chains, dim)``, the gradients the
-    preparation spent over all chains, and what it measured (JSON-able); states: None, or
-    the chains' kernel states ``plan`` continues from (a trial's end, the kernel's own
-    adapted state included), which then replace ``positions``."""
-
-    plan: Any
-    positions: np.ndarray
-    num_grads: int
-    record: dict
-    states: Any = None
-
-
-class Plan(NamedTuple):
-    """What `adaptmc.run.run` consumes, besides chains, seed and the output folder.
-
-    name: the recipe; kernel, params: the kernel and its starting ``Params``; tuner,
-    objective: what sets the parameters between super-transitions and the reward it learns
-    from (None: no reward); num_super_transitions, gradient_budget: the run's length and the
-    gradients per chain of one super-transition; num_warmup: leading super-transitions whose
-    draws are not kept; adapt_until: the super-transition from which the tuner's best setting
-    is frozen (None: adapt throughout); box: the bandit's search box (None without a bandit);
-    plot_skip: leading super-transitions the bandit never saw (its plots leave them out);
-    options: the recipe's options as given, for the run's config; prepare: None, or
-    ``prepare(target, positions (chains, dim), key) -> Prepared``, work done on the chains
-    before the first super-transition (a warm-up whose measurements set the kernel's
-    parameters, the tuner's box and the run's length); thin: keep every ``thin``-th draw;
-    draws: None, or the kept draws per chain, exactly: the run goes on after its
-    ``num_warmup`` super-transitions until each chain kept that many (its last
-    super-transition cut short), ``num_super_transitions`` being only the planned length.
-    """
-
-    name: str
-    kernel: Kernel
-    params: Any
-    tuner: Tuner
-    objective: Callable | None
-    num_super_transitions: int
-    gradient_budget: int
-    num_warmup: int
-    adapt_until: int | None
-    box: tuners.Box | None = None
-    plot_skip: int = 0
-    options: dict | None = None
-    prepare: Callable | None = None
-    thin: int = 1
-    draws: int | None = None
+__all__ = ["MIN_DRAWS", "Plan", "Prepared", "check_plan", "options_of", "sampling_length"]
 
 
 def check_plan(plan: Plan) -> None:

@@ -36,6 +36,7 @@ warm-up is), then continues the sampling run from its checkpoint.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
@@ -99,15 +100,63 @@ def adaptive_portfolio(
     hmc.check_params(HMCParams(jitter=jitter))
     options = options_of(locals())
 
-    def prepare(target: Target, positions: np.ndarray, key) -> Prepared:
-        warm = window_warmup(target, positions, key, num_steps=warmup_steps, metric=metric)
-        hmc_plan = tuned_plan(warm, tuner="gp-ucb", tuning=tuning, draws=draws, budget=budget,
-                              objective=lag_one_ess_per_grad, jitter=jitter,
-                              options=options)
-        trials = run_trials(target, warm, hmc_plan, audition, key)
+    return Plan(NAME, hmc, HMCParams(jitter=jitter), tuners.fixed(), lag_one_ess_per_grad,
+                tuning + 1, max(budget or 1000, 1), tuning, tuning, options=options,
+                warmup=PortfolioStage(metric, warmup_steps, tuning, audition, draws, budget,
+                                      jitter, options),
+                draws=draws)
+
+
+@dataclass(frozen=True)
+class PortfolioStage:
+    """The warm-up and both trials as the first stage of a run, in one step (not
+    resumable: a resumed run repeats it, deterministically, then continues from its
+    checkpoint); ``finish`` gives the winner's sampling plan."""
+
+    metric: str
+    warmup_steps: int
+    tuning: int
+    audition: int
+    draws: int
+    budget: int | None
+    jitter: float
+    options: dict
+    name: str = "portfolio"
+
+    def start(self, target: Target, positions, key, progress=None) -> dict:
+        return {"target": target, "positions": np.asarray(positions), "key": key,
+                "prepared": None}
+
+    def step(self, state: dict) -> dict:
+        state["prepared"] = self.prepare(state["target"], state["positions"], state["key"])
+        return state
+
+    def done(self, state: dict) -> bool:
+        return state["prepared"] is not None
+
+    def position(self, state: dict) -> int:
+        return int(self.done(state))
+
+    def save(self, state: dict) -> None:
+        return None
+
+    def load(self, state: dict, arrays: dict) -> dict:
+        return state
+
+    def finish(self, state: dict) -> Prepared:
+        return state["prepared"]
+
+    def prepare(self, target: Target, positions: np.ndarray, key) -> Prepared:
+        """The warm-up, both trials, the winner's plan and the record."""
+        warm = window_warmup(target, positions, key, num_steps=self.warmup_steps,
+                             metric=self.metric)
+        hmc_plan = tuned_plan(warm, tuner="gp-ucb", tuning=self.tuning, draws=self.draws,
+                              budget=self.budget, objective=lag_one_ess_per_grad,
+                              jitter=self.jitter, options=self.options)
+        trials = run_trials(target, warm, hmc_plan, self.audition, key)
         winner = choose(trials)
         plan = sampling_plan(winner, trials[winner].result, hmc_plan.gradient_budget,
-                             draws, options)
+                             self.draws, self.options)
         grads = warm.num_grads + sum(t.result.num_grads for t in trials.values())
         record = {**warmup_record(warm, hmc_plan),
                   "num_grads": grads, "warmup_num_grads": warm.num_grads,
@@ -119,10 +168,6 @@ def adaptive_portfolio(
                   "portfolio": portfolio_record(winner, trials)}
         return Prepared(plan, trials[winner].result.states.position, grads, record,
                         trials[winner].result.states)
-
-    return Plan(NAME, hmc, HMCParams(jitter=jitter), tuners.fixed(), lag_one_ess_per_grad,
-                tuning + 1, max(budget or 1000, 1), tuning, tuning, options=options,
-                prepare=prepare, draws=draws)
 
 
 def run_trials(target: Target, warm, hmc_plan: Plan, audition: int, key) -> dict[str, Trial]:

@@ -1,11 +1,9 @@
-"""Small callables the run loop calls around each super-transition: a progress bar showing
-the kernel's tunables by their labels, and the ``stop_after`` hook that stops a run as if
-killed (for tests of resuming)."""
+"""The progress bar the super-transitions stage shows, the kernel's tunables by their
+labels."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 
@@ -45,9 +43,3 @@ def postfix(params, summary: dict, reward: float, tunables=()) -> dict:
     if summary["divergences"]:
         out["div"] = summary["divergences"]
     return out
-
-
-def stop_after(count: int | None, start_index: int) -> Callable[[int], bool]:
-    """``should_stop(index)``: True before super-transition ``index`` once ``count`` of them
-    ran in this call (never when ``count`` is None)."""
-    return lambda index: count is not None and index - start_index >= count

@@ -82,10 +82,11 @@ class SuperTransitionLoop:
         )
         cache_key = ("super_transition", self.kernel, self.num_chains, capacity, signature)
         if cache_key not in self.target.programs:
-            tick = time.perf_counter()
-            fn = jax.jit(jax.vmap(self._one_chain(capacity),
-                                  in_axes=(0, 0, None, None, None, None)))
-            compiled(self.target, cache_key, lambda: fn.lower(*args).compile())
+            tick = time.perf_counter()  # traced here: the chains' loop is one frame deep
+            program = jax.jit(jax.vmap(self._one_chain(capacity),
+                                       in_axes=(0, 0, None, None, None, None))
+                              ).lower(*args).compile()
+            compiled(self.target, cache_key, lambda: program)
             self.compile_s += time.perf_counter() - tick
         states, positions, stats, logdensity, totals = self.target.programs[cache_key](*args)
         # sliced on the host (a device slice compiles again for every new ``num_kept``) and
@@ -116,31 +117,28 @@ class SuperTransitionLoop:
             totals = (jnp.zeros(groups, jnp.int64 if jax.config.jax_enable_x64 else jnp.int32),
                       jnp.zeros(groups, jnp.int32), jnp.zeros(groups, logdensity.dtype))
 
-            def group(g, carry):
-                key = keys[g]
-
-                def body(t, carry):
-                    state, positions, stats, logdensity, totals = carry
-                    state, info = kernel.step(jax.random.fold_in(key, t), state, target, params)
-                    keep = (t + 1) % thin == 0
-                    slot = jnp.where(keep, t // thin, capacity)  # out of range: dropped
-                    positions = positions.at[g, slot].set(state.position, mode="drop")
-                    stats = {
-                        name: stats[name].at[g, slot].set(getattr(info, name), mode="drop")
-                        for name in stats
-                    }
-                    logdensity = logdensity.at[g, slot].set(state.logdensity, mode="drop")
-                    totals = (
-                        totals[0].at[g].add(info.num_grads),
-                        totals[1].at[g].add(info.is_divergent.astype(jnp.int32)),
-                        totals[2].at[g].add(info.acceptance_rate),
-                    )
-                    return state, positions, stats, logdensity, totals
-
-                return jax.lax.fori_loop(0, num_steps, body, carry)
+            def body(i, carry):
+                # step t of super-transition g: one loop over both, one frame at trace time
+                state, positions, stats, logdensity, totals = carry
+                g, t = i // num_steps, i % num_steps
+                state, info = kernel.step(jax.random.fold_in(keys[g], t), state, target, params)
+                keep = (t + 1) % thin == 0
+                slot = jnp.where(keep, t // thin, capacity)  # out of range: dropped
+                positions = positions.at[g, slot].set(state.position, mode="drop")
+                stats = {
+                    name: stats[name].at[g, slot].set(getattr(info, name), mode="drop")
+                    for name in stats
+                }
+                logdensity = logdensity.at[g, slot].set(state.logdensity, mode="drop")
+                totals = (
+                    totals[0].at[g].add(info.num_grads),
+                    totals[1].at[g].add(info.is_divergent.astype(jnp.int32)),
+                    totals[2].at[g].add(info.acceptance_rate),
+                )
+                return state, positions, stats, logdensity, totals
 
             return jax.lax.fori_loop(
-                0, count, group, (state, positions, stats, logdensity, totals)
+                0, count * num_steps, body, (state, positions, stats, logdensity, totals)
             )
 
         return one_chain

@@ -1,0 +1,118 @@
+"""The early warm-up (`adaptmc.adaptation.early`) as a stage of `adaptmc.run.run`: started,
+stepped one chunk of `CHUNK` transitions at a time, saved to and loaded from named arrays at
+any chunk (a checkpoint), so a run killed in its warm-up resumes exactly where the last
+checkpoint left it: the chains' states, step sizes, dual averaging, the metric (and the last
+one a chunk ran well under), every transition's draws and gradients the estimators' windows
+read, the schedule's counters, the gradient count and the PRNG key."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from adaptmc.adaptation.early import (
+    CHUNK,
+    OUTPUTS,
+    EarlyWarmup,
+    _Chains,
+    chains_result,
+    start_chains,
+)
+from adaptmc.adaptation.low_rank import LowRankInverseMass
+
+
+def chains_to_arrays(run: _Chains) -> dict[str, np.ndarray]:
+    """Everything `_Chains` holds, as named arrays (a checkpoint): chain states, dual
+    averaging, the metric and the trusted one, the PRNG key's data, every chunk's outputs,
+    the counters and the choice's measurements (JSON)."""
+    arrays = {f"state/{i}": np.asarray(v) for i, v in enumerate(run.state)}
+    arrays.update({f"da/{i}": np.asarray(v) for i, v in enumerate(run.da)})
+    arrays.update({f"metric/{i}": np.asarray(v) for i, v in enumerate(run.metric)})
+    if run.trusted is not None:
+        arrays.update({f"trusted/{i}": np.asarray(v) for i, v in enumerate(run.trusted[0])})
+        arrays["trusted/steps"] = np.asarray(run.trusted[1])
+    arrays.update({f"out/{k}": np.stack(v) for k, v in run.out.items() if v})
+    arrays["key"] = np.asarray(jax.random.key_data(run.key))
+    meta = {**run.counters, "num_grads": run.num_grads, "choice": run.choice,
+            "metric_trusted": run.trusted is not None and run.metric is run.trusted[0]}
+    arrays["meta"] = np.frombuffer(json.dumps(meta, default=_json).encode(), dtype=np.uint8)
+    return arrays
+
+
+def chains_from_arrays(run: _Chains, arrays: dict) -> _Chains:
+    """``run`` (freshly started, the template) set to the checkpoint ``arrays``
+    (`chains_to_arrays`): the warm-up goes on exactly as if never stopped."""
+    meta = json.loads(bytes(arrays["meta"]).decode())
+    run.state = type(run.state)(*(jnp.asarray(arrays[f"state/{i}"])
+                                  for i in range(len(run.state))))
+    run.da = type(run.da)(*(jnp.asarray(arrays[f"da/{i}"]) for i in range(len(run.da))))
+    run.metric = LowRankInverseMass(*(arrays[f"metric/{i}"] for i in range(3)))
+    run.trusted = None
+    if "trusted/steps" in arrays:
+        trusted = run.metric if meta["metric_trusted"] else \
+            LowRankInverseMass(*(arrays[f"trusted/{i}"] for i in range(3)))
+        run.trusted = (trusted, jnp.asarray(arrays["trusted/steps"]))
+    run.out = {k: list(arrays[f"out/{k}"]) if f"out/{k}" in arrays else [] for k in OUTPUTS}
+    run.key = jax.random.wrap_key_data(jnp.asarray(arrays["key"]))
+    run.num_grads, run.choice = int(meta["num_grads"]), meta["choice"]
+    run.counters = {k: meta[k] for k in run.counters}
+    return run
+
+
+def _json(value):
+    return value.tolist() if hasattr(value, "tolist") else repr(value)
+
+
+@dataclass(frozen=True)
+class EarlyWarmupStage:
+    """The warm-up as a stage of `adaptmc.run.run`: ``start`` the chains, ``step`` one chunk
+    at a time until ``done``, ``save`` and ``load`` at any chunk, and ``finish`` with
+    ``then(EarlyWarmup)`` (what the run goes on with: the recipe's plan after the warm-up).
+    """
+
+    num_steps: int = 500
+    metric: str = "auto"
+    then: Callable | None = None
+    target_accept: float = 0.8
+    name: str = "warm-up"
+
+    @property
+    def num_blocks(self) -> int:
+        return -(-int(self.num_steps) // CHUNK)
+
+    def start(self, target, positions, key, progress: bool | None = None) -> _Chains:
+        return start_chains(target, positions, key, num_steps=self.num_steps,
+                            metric=self.metric, target_accept=self.target_accept,
+                            progress=progress)
+
+    def step(self, run: _Chains) -> _Chains:
+        run.advance()
+        run.adapt()
+        return run
+
+    def done(self, run: _Chains) -> bool:
+        return run.done()
+
+    def position(self, run: _Chains) -> int:
+        """Chunks run so far."""
+        return run.counters["index"]
+
+    def save(self, run: _Chains) -> dict:
+        return chains_to_arrays(run)
+
+    def load(self, run: _Chains, arrays: dict) -> _Chains:
+        chains_from_arrays(run, arrays)
+        if run.bar is not None:
+            run.bar.update(run.counters["index"] * CHUNK)
+        return run
+
+    def result(self, run: _Chains) -> EarlyWarmup:
+        return chains_result(run)
+
+    def finish(self, run: _Chains):
+        return self.then(self.result(run))
