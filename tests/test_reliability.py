@@ -297,20 +297,20 @@ def test_a_finished_run_folder_keeps_one_copy_of_the_draws(tmp_path):
 
 
 def test_a_stopped_run_holds_no_draws_in_memory(tmp_path):
-    from adaptmc.run import driver
+    from adaptmc.run.transitions import SuperTransitions
 
     seen = []
-    original = driver._checkpoint
+    original = SuperTransitions.save
 
-    def spy(setup, state, next_index):
-        original(setup, state, next_index)
+    def spy(self, state):
+        original(self, state)
         seen.append(len(state.chunks) + len(state.pending))
 
-    driver._checkpoint = spy
+    SuperTransitions.save = spy
     try:
         _run(tmp_path / "run", num_super_transitions=6, checkpoint_every=2)
     finally:
-        driver._checkpoint = original
+        SuperTransitions.save = original
     assert seen and max(seen) == 0
 
 
