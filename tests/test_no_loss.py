@@ -79,12 +79,12 @@ def test_force_replaces_once_the_new_run_is_checkpointed(tmp_path):
 
 
 def test_ctrl_c_before_the_first_checkpoint_advises_no_resume(tmp_path, monkeypatch, capsys):
-    from adaptmc.run import driver
+    from adaptmc.run.transitions import SuperTransitions
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(driver, "_advance", interrupt)
+    monkeypatch.setattr(SuperTransitions, "step", interrupt)
     out = tmp_path / "new"
     assert main([*MANUAL, "--out", str(out)]) == 130
     err = capsys.readouterr().err

@@ -337,7 +337,7 @@ def _choose(run: _Chains, start: int, stop: int, metric: str, rank: int):
     dim = draws.shape[-1]
     allowed = metric_choice.ORDER if metric == "auto" else (metric,)
     budget = min(rank, max(1, math.ceil(dim / 4)))
-    flops = grad_flops(run.target)
+    flops = metric_choice.grad_flops(run.target)
     kind, measured = metric_choice.choose(draws, grads, grad_flops=flops,
                                           rank_budget=budget, dense=rank >= dim,
                                           allowed=allowed)
@@ -345,19 +345,6 @@ def _choose(run: _Chains, start: int, stop: int, metric: str, rank: int):
     if kind == "low-rank" and run.metric.rank == 0:
         kind = "diag"
     return kind, {"grad_flops": flops, "window": [start, stop], **measured}
-
-
-def grad_flops(target) -> float:
-    """Floating-point operations of one gradient of ``target``, from XLA's cost analysis of
-    the lowered (not compiled) program; NaN when XLA does not say."""
-    try:
-        lowered = jax.jit(target.logdensity_and_grad).lower(jnp.asarray(
-            target.initial_position))
-        analysis = lowered.cost_analysis()
-        analysis = analysis[0] if isinstance(analysis, list) else analysis
-        return float(analysis.get("flops", math.nan))
-    except Exception:  # noqa: BLE001 - a cost model must not stop a run
-        return math.nan
 
 
 def _bar(total: int, progress: bool | None):

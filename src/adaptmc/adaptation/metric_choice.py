@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import math
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_inverse_mass
@@ -121,3 +123,16 @@ def fit(kind: str, draws: np.ndarray, grads: np.ndarray, rank_budget: int
     x, g = draws.reshape(-1, dim), grads.reshape(-1, dim)
     return candidates(x, g, rank_budget, kind == "dense").get(kind) or candidates(
         x, g, rank_budget, False)["diag"]
+
+
+def grad_flops(target) -> float:
+    """Floating-point operations of one gradient of ``target``, from XLA's cost analysis of
+    the lowered (not compiled) program; NaN when XLA does not say."""
+    try:
+        lowered = jax.jit(target.logdensity_and_grad).lower(jnp.asarray(
+            target.initial_position))
+        analysis = lowered.cost_analysis()
+        analysis = analysis[0] if isinstance(analysis, list) else analysis
+        return float(analysis.get("flops", math.nan))
+    except Exception:  # noqa: BLE001 - a cost model must not stop a run
+        return math.nan

@@ -68,7 +68,7 @@ def _sample(args, target, options: dict, resume: bool) -> int:
     if plan.options.get("tuner") not in ("fixed", "grid"):
         from adaptmc.plots import write_tuning_plots
 
-        skip = plan.plot_skip if plan.prepare is None else None
+        skip = plan.plot_skip if plan.warmup is None else None
         paths += write_tuning_plots(result.idata, args.out, box=plan.box, skip=skip)
     print("plots: " + ", ".join(path.name for path in paths))
     print(f"\nrun folder: {args.out} (draws.nc, summary.txt, config.json)")
