@@ -89,9 +89,9 @@ def test_from_the_command_line_to_a_kernel_step_at_most_six_frames(tmp_path):
 
     sys.setprofile(hook)
     try:
-        code = main(["sample", "--target", "std-normal-10d", "--out", str(tmp_path / "run"), "--chains", "2",
-              "--warmup-steps", "150", "--tuning", "3", "--draws", "40", "--no-progress",
-              "--no-compile-cache"])
+        code = main(["sample", "--target", "std-normal-10d", "--out", str(tmp_path / "run"),
+                     "--chains", "2", "--warmup-steps", "150", "--tuning", "3", "--draws", "40",
+                     "--no-progress", "--no-compile-cache"])
     finally:
         sys.setprofile(None)
     assert code == 0

@@ -51,7 +51,7 @@ class WriteError(OSError):
 MARKER = ".adaptmc"  # written in every folder adaptmc creates: what --force may replace
 # what a run folder holds; anything else in one is a foreign file --force will not delete
 RUN_ENTRIES = {MARKER, CONFIG, CHECKPOINT, CHUNKS, DRAWS, "summary.txt", "failure.json",
-               "draws.sha256"}
+               "draws.sha256", "warmup.npz"}
 RUN_SUFFIXES = (".png", ".pdf", ".svg", ".tmp")
 
 

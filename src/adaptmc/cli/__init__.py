@@ -277,7 +277,8 @@ def interrupted_advice(args) -> str:
     if args.command not in ("sample", "resume") or folder is None:
         return "nothing to resume"
     path = Path(folder)
-    if (path / "checkpoint.npz").is_file() and not (path / "draws.nc").exists():
+    saved = (path / "checkpoint.npz").is_file() or (path / "warmup.npz").is_file()
+    if saved and not (path / "draws.nc").exists():
         return f"resume with `adaptmc resume {folder}`"
     if args.command == "sample" and (path / "draws.nc").exists():
         return (f"stopped before the new run's first checkpoint: {folder} still holds the "
