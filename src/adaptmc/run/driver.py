@@ -108,7 +108,7 @@ class Context:
         self.starts, self.initial_states = options.initial_positions, options.initial_states
         self.prior_grads, self.attrs = int(options.prior_grads), dict(options.attrs or {})
         if plan.warmup is None:
-            self.starts = self._check_plan()
+            self.starts = self._check_plan(after_warmup=self.prior_grads > 0)
         elif self.starts is None and self.initial_states is None:
             self.starts = default_positions(target, options.num_chains, seed)
         checks.check_run_args(target, plan.kernel, plan.params, plan.tuner,
@@ -199,7 +199,8 @@ class Context:
         if self.folder.run_dir is not None and (
                 not isinstance(stage, SuperTransitions) or state.pending):
             self._checkpoint(stage, state)
-        grads = state.total_grads if self.sampling else state.num_grads + self.prior_grads
+        grads = state.total_grads if self.sampling else \
+            getattr(state, "num_grads", 0) + self.prior_grads
         final = self.sampling[1] if self.sampling else None
         return RunResult(None, grads, time.perf_counter() - self.clocks[0],
                          compile_seconds() - self.clocks[1], self.folder.run_dir,
