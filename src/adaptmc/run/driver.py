@@ -41,6 +41,7 @@ from adaptmc.run.transitions import (
     RECORD_FIELDS,
     Folder,
     Progress,
+    Sample,
     SuperTransitions,
 )
 from adaptmc.targets.base import Target
@@ -133,9 +134,11 @@ class Context:
             self.first[id(stage)] = stage.position(state)
             yield stage, state
             self._prepared(stage.finish(state), tick, compiled_before)
-        self.sampling = start_super_transitions(self)
-        self.first[id(self.sampling[0])] = self.sampling[1].index
-        yield self.sampling
+        tune, state = start_super_transitions(self)
+        self.sampling = (Sample(tune.setup, tune.show, tune.loop), state)
+        for stage in (tune, self.sampling[0]):
+            self.first[id(stage)] = state.index
+            yield stage, state
 
     def _prepared(self, prepared, tick: float, compiled_before: float) -> None:
         """The run goes on with the warm-up's plan, from where its chains stand."""
@@ -230,8 +233,8 @@ class Context:
                 io.discard_staged(staged)
                 raise
             finally:
-                if self.sampling is not None:
-                    self.sampling[0].close()
+                if self.sampling is not None and self.sampling[1].bar is not None:
+                    self.sampling[1].bar.close()
         io.discard_staged(folder.staging)  # stopped (a test's stop_after) before a checkpoint
 
     def finish(self) -> RunResult:

@@ -19,7 +19,7 @@ from adaptmc.run.transitions import (
     Folder,
     Progress,
     Setup,
-    SuperTransitions,
+    Tune,
     empty_record,
 )
 
@@ -52,12 +52,13 @@ def load_warmup(stage, state, run_dir: Path):
                          "start the run again with --force (force=True)") from None
 
 
-def start_super_transitions(ctx) -> tuple[SuperTransitions, Progress]:
-    """The super-transitions stage of the run ``ctx`` (`adaptmc.run.driver.Context`) and
-    its state: fresh chain and tuner states (the chains' from ``initial_states`` when given:
-    no initial gradient spent), or those of the checkpoint when resuming."""
+def start_super_transitions(ctx) -> tuple[Tune, Progress]:
+    """The tuning stage of the run ``ctx`` (`adaptmc.run.driver.Context`) and the state it
+    shares with the sampling stage: fresh chain and tuner states (the chains' from
+    ``initial_states`` when given: no initial gradient spent), or those of the checkpoint
+    when resuming."""
     setup = new_setup(ctx)
-    stage = SuperTransitions(setup, ctx.options.progress)
+    stage = Tune(setup, ctx.options.progress)
     if ctx.initial_states is None:
         states, spent = init_states(setup.target, setup.kernel, ctx.starts), setup.num_chains
     else:

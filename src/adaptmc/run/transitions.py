@@ -116,20 +116,20 @@ class Progress:
     frozen: dict | None = None  # the tuner's best setting, computed once adaptation stops
     adapt_stop: int | None = None  # where the tuner's ``done`` ended adaptation, if it did
     params: Any = None  # the kernel's parameters of the last super-transition run
+    bar: Any = None  # the progress bar, shared by the tuning and sampling stages
 
 
 class SuperTransitions:
-    """The stage: ``step`` runs the next group of super-transitions (one while the tuner
-    adapts, up to the next checkpoint once frozen) until ``done``; ``limit`` caps a group
-    (a test's ``stop_after``)."""
+    """Super-transitions: ``step`` runs the next group (one while the tuner adapts, up to
+    the next checkpoint once frozen) until ``done``; ``limit`` caps a group (a test's
+    ``stop_after``). `Tune` and `Sample` are its two stages, over one `Progress`."""
 
     name = "super-transitions"
 
-    def __init__(self, setup: Setup, progress: bool):
+    def __init__(self, setup: Setup, progress: bool, loop: SuperTransitionLoop | None = None):
         self.setup = setup
-        self.loop = make_loop(setup)
+        self.loop = make_loop(setup) if loop is None else loop
         self.limit: int | None = None
-        self.bar = None
         self.show = progress
 
     def done(self, state: Progress) -> bool:
@@ -141,7 +141,8 @@ class SuperTransitions:
     def due(self, state: Progress) -> bool:
         """Whether a checkpoint is due after the last step."""
         done = state.index - state.start_index
-        return done % self.setup.checkpoint_every == 0 or self.done(state)
+        return done % self.setup.checkpoint_every == 0 or \
+            not self.setup.phases.more(state, state.index)
 
     def step(self, state: Progress) -> Progress:
         """Propose (or take the frozen setting), run the group's super-transitions of every
@@ -165,14 +166,11 @@ class SuperTransitions:
         return state
 
     def _progress(self, state: Progress, params, summary: dict, reward: float) -> None:
-        if self.bar is None:
-            self.bar = callbacks.ProgressBar(self.setup.phases.length(state),
-                                             state.index - 1, self.setup.kernel.tunables)
-        self.bar(params, summary, reward, self.setup.phases.length(state))
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        length = self.setup.phases.length(state)
+        if state.bar is None:
+            state.bar = callbacks.ProgressBar(length, state.index - 1,
+                                              self.setup.kernel.tunables)
+        state.bar(params, summary, reward, length)
 
     def group_size(self, state: Progress) -> int:
         """Super-transitions to run in one device call from ``state.index``: one while the
@@ -204,6 +202,23 @@ class SuperTransitions:
         )
         state.pending = []  # on disk now: memory holds one chunk of draws at most
         setup.folder.commit()
+
+
+class Tune(SuperTransitions):
+    """Tuning: the super-transitions in which the tuner proposes and learns, up to
+    ``adapt_until`` or where its stop rule ended adaptation."""
+
+    name = "tune"
+
+    def done(self, state: Progress) -> bool:
+        return not self.setup.phases.adapting(state, state.index) or super().done(state)
+
+
+class Sample(SuperTransitions):
+    """Sampling: the super-transitions at the tuner's frozen best, grouped up to the next
+    checkpoint, until the run's length (or ``num_draws`` kept draws)."""
+
+    name = "sample"
 
 
 def make_loop(setup: Setup) -> SuperTransitionLoop:
