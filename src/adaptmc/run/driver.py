@@ -2,8 +2,8 @@
 
 A plan's stages are its warm-up (when it has one: `Plan.warmup`, e.g.
 `adaptmc.adaptation.early_stage.EarlyWarmupStage`), whose ``finish`` gives the plan the run
-goes on with, then the super-transitions of tuning and sampling
-(`adaptmc.run.transitions.SuperTransitions`). Every stage has the same shape: ``step``
+goes on with, then tuning and sampling (`adaptmc.run.transitions.Tune` and `Sample`, two
+stages over one state of super-transitions). Every stage has the same shape: ``step``
 advances it by one block (a warm-up chunk, a group of super-transitions) until ``done``;
 ``save`` checkpoints it. The driver (`Context`) holds what they share: the target, the
 chains' starts, the PRNG keys (`adaptmc.run.plan.run_keys`, the one place they come from

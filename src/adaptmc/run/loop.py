@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.kernels.base import Kernel
+from adaptmc.run.plan import run_keys
 from adaptmc.targets.base import QUICK_COMPILE, Target, check_position, compiled
 
 STEP_FIELDS = ("acceptance_rate", "accepted", "is_divergent", "energy_error", "num_grads",
@@ -157,7 +158,7 @@ def default_positions(target: Target, num_chains: int, seed: int,
                       init_jitter: float = 0.5) -> jax.Array:
     """The starting points `run` draws when given none: the target's initial position plus
     ``U(-init_jitter, init_jitter)`` per coordinate, from the run's key."""
-    key_init = jax.random.split(jax.random.key(seed))[0]
+    key_init = run_keys(seed, "init")
     return initial_positions_checked(target, num_chains, None, init_jitter, key_init)
 
 
@@ -180,7 +181,7 @@ def starting_positions(target: Target, num_chains: int, seed: int, init=None,
         raise ValueError(f"init must have shape ({target.dim},) (one point, jittered per "
                          f"chain) or ({num_chains}, {target.dim}) (one per chain), got "
                          f"{init.shape}")
-    key_init = jax.random.split(jax.random.key(seed))[0]
+    key_init = run_keys(seed, "init")
     start = jnp.asarray(init, dtype=target.initial_position.dtype)
     return initial_positions_checked(target, num_chains,
                                      _jittered(key_init, start, num_chains, init_jitter),

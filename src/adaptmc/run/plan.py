@@ -139,7 +139,10 @@ PLAN_SETTINGS = ("num_super_transitions", "gradient_budget", "tuner", "objective
 def as_plan(plan, params, options: RunOptions | None, settings: dict):
     """``(plan, options)`` from `run`'s arguments: a `Plan` and `RunOptions` as they are,
     or a kernel with its ``params`` and keyword settings (the plan's fields, ``num_draws``
-    for its ``draws``, and `RunOptions`' fields), each name checked."""
+    for its ``draws``, and `RunOptions`' fields), each name checked; ``run(target, plan,
+    RunOptions(...))`` passes the options third."""
+    if isinstance(params, RunOptions) and options is None:
+        params, options = None, params
     options = RunOptions() if options is None else options
     given = {k: v for k, v in settings.items() if k in RunOptions._fields}
     rest = {k: v for k, v in settings.items() if k not in given}
@@ -163,6 +166,4 @@ def as_plan(plan, params, options: RunOptions | None, settings: dict):
     tuner = rest.pop("tuner", None)
     made = Plan("run", kernel, kernel.Params() if params is None else params,
                 tuners.fixed() if tuner is None else tuner, **rest)
-    if options.thin is not None:
-        made = made._replace(thin=options.thin)
-    return made, options._replace(thin=None)
+    return made, options
