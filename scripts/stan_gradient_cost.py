@@ -1,0 +1,103 @@
+"""The cost of one Stan gradient: called directly, through adaptmc's FFI, through a host
+callback; and the build time of a Stan program.
+
+Per posterior (default: eight schools, arK, earnings), at 4 points (4 chains) near the
+target's initial point:
+
+- ``direct``: the C interface in its own C++ loop (one ctypes call over ``4 x reps`` rows),
+- ``ffi``: what a sampler runs, ``jit(scan(vmap(value_and_grad)))`` over ``reps`` steps,
+  each step moving the 4 points by a tiny multiple of their gradients (so nothing is hoisted
+  out of the loop), the model called through XLA's FFI,
+- ``callback``: the same program with the former ``jax.pure_callback`` path,
+
+each the best of ``--repeats`` timings, in microseconds per gradient (per point). The FFI's
+counter is checked against the ``4 x reps`` gradients the program evaluates.
+
+    PYTHONPATH=src python scripts/stan_gradient_cost.py --out docs/notes/stan_ffi.jsonl
+    PYTHONPATH=src python scripts/stan_gradient_cost.py --build arK-arK   # build seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+from adaptmc.datasets.posteriordb import default_posteriordb_dir  # noqa: E402
+from adaptmc.targets.stan import stan_target  # noqa: E402
+from adaptmc.targets.stan.ffi import evaluations  # noqa: E402
+from adaptmc.targets.stan.target import callback_logdensity  # noqa: E402
+
+POSTERIORS = ("eight_schools-eight_schools_noncentered", "arK-arK", "earnings-earn_height")
+CHAINS = 4
+
+
+def best_seconds(function, repeats: int) -> float:
+    """The least wall seconds of ``repeats`` calls of ``function`` (after one warm call)."""
+    jax.block_until_ready(function())
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(function())
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def sampler_loop(logdensity, reps: int):
+    """``points: (chains, dim) -> points`` after ``reps`` gradient steps of 1e-9."""
+    grad = jax.vmap(jax.value_and_grad(logdensity))
+
+    def step(points, _):
+        value, g = grad(points)
+        return points + 1e-9 * g + 0.0 * value[:, None], None
+
+    return jax.jit(lambda points: jax.lax.scan(step, points, None, length=reps)[0])
+
+
+def costs(name: str, reps: int, repeats: int) -> dict:
+    folder = default_posteriordb_dir() / name
+    target = stan_target(folder / "model.stan", folder / "data.json.zip",
+                         generated_quantities=False)
+    model = target.info["stan_model"]
+    rng = np.random.default_rng(0)
+    points = np.asarray(target.initial_position) + rng.uniform(-0.5, 0.5, (CHAINS, target.dim))
+    rows = np.ascontiguousarray(np.tile(points, (reps, 1)))
+    per = CHAINS * reps
+    direct = best_seconds(lambda: model.log_density_gradient(rows)[0], repeats) / per
+    ffi_loop, callback_loop = (sampler_loop(f, reps) for f in
+                               (target.logdensity, callback_logdensity(model)))
+    start = jnp.asarray(points)
+    before = evaluations(model)["gradients"]
+    ffi = best_seconds(lambda: ffi_loop(start), repeats) / per
+    counted = evaluations(model)["gradients"] - before
+    assert counted == per * (repeats + 1), (counted, per * (repeats + 1))
+    callback = best_seconds(lambda: callback_loop(start), repeats) / per
+    return {"posterior": name, "dim": target.dim, "reps": reps, "chains": CHAINS,
+            "direct_us": direct * 1e6, "ffi_us": ffi * 1e6, "callback_us": callback * 1e6,
+            "ffi_over_direct": ffi / direct, "callback_over_direct": callback / direct}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("posteriors", nargs="*", default=list(POSTERIORS))
+    parser.add_argument("--reps", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    for name in args.posteriors:
+        row = costs(name, args.reps, args.repeats)
+        print(json.dumps(row), flush=True)
+        if args.out is not None:
+            with open(args.out, "a") as out:
+                out.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()

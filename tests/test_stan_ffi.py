@@ -1,0 +1,144 @@
+"""A Stan model's log density inside compiled JAX programs through XLA's FFI: the same
+numbers as Stan's own C interface, under jit, vmap and scan, every evaluation counted (and
+the count equal to the run record's), and the build's progress line. Compiles only the
+eight schools program that tests/test_stan.py compiles (then cached on disk)."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import shutil
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from adaptmc.datasets.posteriordb import default_posteriordb_dir
+
+EIGHT = default_posteriordb_dir() / "eight_schools-eight_schools_noncentered"
+NO_TOOLCHAIN = (importlib.util.find_spec("httpstan") is None
+                or shutil.which(os.environ.get("CXX", "g++")) is None)
+
+pytestmark = [
+    pytest.mark.skipif(NO_TOOLCHAIN, reason="needs httpstan (pip install 'adaptmc[stan]') and "
+                                            "a C++ compiler"),
+    pytest.mark.skipif(not EIGHT.is_dir(), reason="../shared/posteriordb not available"),
+]
+
+
+@pytest.fixture(scope="module")
+def eight_schools():
+    from adaptmc.targets.stan import stan_target
+
+    return stan_target(EIGHT / "model.stan", EIGHT / "data.json.zip")
+
+
+def _counts(target):
+    from adaptmc.targets.stan.ffi import evaluations
+
+    return evaluations(target.info["stan_model"])
+
+
+def _points(target, count, seed):
+    return np.random.default_rng(seed).normal(0.0, 1.5, (count, target.dim))
+
+
+def test_ffi_gradient_is_stans_own(eight_schools):
+    """At several points, one by one and as a batch: the value and gradient through the FFI
+    are bit for bit those of the C interface called directly (ctypes); the value alone too."""
+    model = eight_schools.info["stan_model"]
+    points = _points(eight_schools, 6, 0)
+    expected, expected_grad, _ = model.log_density_gradient(points)
+    value_and_grad = jax.jit(jax.value_and_grad(eight_schools.logdensity))
+    for point, value, grad in zip(points, expected, expected_grad, strict=True):
+        got, got_grad = value_and_grad(jnp.asarray(point))
+        assert float(got) == value
+        np.testing.assert_array_equal(got_grad, grad)
+    batch = jax.jit(jax.vmap(jax.value_and_grad(eight_schools.logdensity)))(jnp.asarray(points))
+    np.testing.assert_array_equal(batch[0], expected)
+    np.testing.assert_array_equal(batch[1], expected_grad)
+    np.testing.assert_array_equal(jax.jit(eight_schools.logdensity)(jnp.asarray(points)),
+                                  expected)
+
+
+def test_the_compiled_program_calls_stan_not_python(eight_schools):
+    point = jnp.asarray(_points(eight_schools, 1, 1)[0])
+    text = jax.jit(jax.value_and_grad(eight_schools.logdensity)).lower(point).as_text()
+    assert "adaptmc_stan_" in text and "_gradient" in text and "callback" not in text
+    value_only = jax.jit(eight_schools.logdensity).lower(point).as_text()
+    assert "_value" in value_only and "_gradient" not in value_only
+
+
+def test_every_evaluation_counted_under_jit_vmap_and_scan(eight_schools):
+    points = jnp.asarray(_points(eight_schools, 4, 2))
+    grad_fn = jax.value_and_grad(eight_schools.logdensity)
+    before = _counts(eight_schools)
+    jax.block_until_ready(jax.jit(jax.vmap(grad_fn))(points))
+    after_vmap = _counts(eight_schools)
+    assert after_vmap["gradients"] - before["gradients"] == 4
+    assert after_vmap["values"] == before["values"]
+
+    def step(total, point):
+        value, grad = grad_fn(point)
+        return total + value + eight_schools.logdensity(point + grad * 1e-3), None
+
+    chains = jnp.stack([points, points + 0.1])  # (steps, chains, dim) scanned over steps
+
+    def run(starts):
+        return jax.lax.scan(lambda c, p: step(c, p), 0.0, starts)[0]
+
+    jax.block_until_ready(jax.jit(jax.vmap(run, in_axes=1))(chains))
+    after_scan = _counts(eight_schools)
+    assert after_scan["gradients"] - after_vmap["gradients"] == 8
+    assert after_scan["values"] - after_vmap["values"] == 8
+
+
+def test_float32_positions_take_the_host_callback(eight_schools):
+    point = _points(eight_schools, 1, 3)[0]
+    model = eight_schools.info["stan_model"]
+    expected = model.log_density_gradient(point[None])[0][0]
+    value = eight_schools.logdensity(jnp.asarray(point, jnp.float32))
+    assert value.dtype == jnp.float32 and float(value) == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("recipe, options", [
+    ("manual", dict(kernel="hmc", step_size=0.2, num_leapfrog=5, super_transitions=3,
+                    budget=60, warmup=1)),
+    ("adaptive-hmc", dict(warmup_steps=60, tuning=2, draws=40)),
+])
+def test_counter_equals_the_run_records_gradients(eight_schools, recipe, options):
+    """The run record's gradient count (one per chain at the start, then what each step
+    reports) is what Stan evaluated."""
+    import adaptmc
+
+    before = _counts(eight_schools)
+    idata = adaptmc.sample(eight_schools, recipe=recipe, chains=2, seed=0, progress=False,
+                           compile_cache=False, **options)
+    after = _counts(eight_schools)
+    assert after["gradients"] - before["gradients"] == idata.attrs["total_grad_evals"]
+
+
+def test_build_progress_line():
+    from adaptmc.targets.stan.build import announce
+
+    stream = io.StringIO()
+    with announce("arK-arK/model.stan", True, stream=stream):
+        pass
+    assert stream.getvalue().splitlines() == [
+        "building Stan program arK-arK/model.stan (first time on this machine: also the "
+        "shared parts) ...",
+        "building Stan program arK-arK/model.stan (first time on this machine: also the "
+        "shared parts) ... built in 0 s"]
+    stream = io.StringIO()
+    with pytest.raises(RuntimeError), announce("x.stan", False, stream=stream):
+        raise RuntimeError
+    assert stream.getvalue().splitlines()[-1] == "building Stan program x.stan ... failed after 0 s"
+
+
+def test_a_cached_program_builds_silently(eight_schools, capsys):
+    from adaptmc.targets.stan.build import build_model
+
+    assert build_model(EIGHT / "model.stan").is_file()
+    assert capsys.readouterr().err == ""
