@@ -160,9 +160,10 @@ def _locked(path: Path):
 
 
 def _build_shared(cxx: str, shared: Shared) -> None:
-    """Build the missing shared parts: the precompiled header first (the interface is
-    compiled with it), the FFI handlers beside it."""
-    if shared.ready():
+    """Build the missing precompiled header and FFI handlers' object (at once, on two
+    cores); the interface is compiled with the program (`_build`), both needing the
+    header."""
+    if shared.pch.is_file() and shared.ffi.is_file():
         return
     shared.pch.parent.mkdir(parents=True, exist_ok=True)
     with _locked(cache_dir() / ".shared.lock"):
@@ -175,19 +176,21 @@ def _build_shared(cxx: str, shared: Shared) -> None:
             jobs.append(_start_compiler(
                 [cxx, *_compile_flags(), f"-I{ffi_include()}", "-c", str(FFI)], shared.ffi))
         _finish_all(jobs)
-        if not shared.interface.is_file():
-            _finish_all([_start_compiler([cxx, *_compile_flags(shared), "-c", str(INTERFACE)],
-                                         shared.interface)])
 
 
 def _build(stan_file: Path, code: str, cxx: str, model_obj: Path, shared: Shared,
            library: Path) -> None:
-    """Compile the program's object if missing (with the precompiled header) and link it
-    with the shared parts into ``library``."""
+    """Compile what is missing of the program's object and the interface's (at once, with
+    the precompiled header) and link them with the FFI handlers into ``library``."""
+    jobs = []
     if not model_obj.is_file():
         cpp = _stanc(stan_file, code, model_obj.parent)
-        _finish_all([_start_compiler(
-            [cxx, *_compile_flags(shared), "-x", "c++", "-c", str(cpp)], model_obj)])
+        jobs.append(_start_compiler([cxx, *_compile_flags(shared), "-x", "c++", "-c", str(cpp)],
+                                    model_obj))
+    if not shared.interface.is_file():  # two processes may both: each file is put whole
+        jobs.append(_start_compiler([cxx, *_compile_flags(shared), "-c", str(INTERFACE)],
+                                    shared.interface))
+    _finish_all(jobs)
     lib_dir = httpstan_dir() / "lib"
     _finish_compiler(*_start_compiler(
         [cxx, "-shared", str(shared.interface), str(shared.ffi), str(model_obj),

@@ -6,9 +6,10 @@ call returns the log density and its gradient, both computed by Stan's reverse m
 value alone where no gradient is asked for); a ``jax.custom_vjp`` hands the gradient to JAX,
 so the log density works under ``jit``, ``vmap`` (the chains: one call evaluates every
 chain's point) and ``lax.scan``. Without the FFI (float32 positions), a host callback
-(``jax.pure_callback``) does the same. Draws are stored constrained and named as Stan names them: one
-variable per Stan variable, in its shape (``theta``, ``(8,)``; `flatten_named` gives
-``theta[1]``...), transformed parameters and, if asked, generated quantities included.
+(``jax.pure_callback``) does the same. Draws are stored constrained and named as Stan names
+them: one variable per Stan variable, in its shape (``theta``, ``(8,)``; `flatten_named`
+gives ``theta[1]``...), transformed parameters and, if asked, generated quantities
+included.
 """
 
 from __future__ import annotations
