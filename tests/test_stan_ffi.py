@@ -9,6 +9,9 @@ import importlib.util
 import io
 import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -143,3 +146,32 @@ def test_a_cached_program_builds_silently(eight_schools, capsys):
 
     assert build_model(EIGHT / "model.stan").is_file()
     assert capsys.readouterr().err == ""
+
+
+PROGRAM = """
+import logging, sys, jax, jax.numpy as jnp
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+logging.basicConfig(level=logging.WARNING)
+logging.getLogger("jax._src.compiler").setLevel(logging.DEBUG)
+from adaptmc.targets.stan import stan_target
+target = stan_target(sys.argv[2], sys.argv[3])
+grads = jax.jit(jax.vmap(jax.value_and_grad(target.logdensity), in_axes=0))
+print(repr(float(grads(jnp.full((3, target.dim), 0.25))[1].sum())))
+"""
+
+
+@pytest.mark.slow
+def test_a_second_process_loads_the_compiled_program(eight_schools, tmp_path):
+    """The program names its model by an id, not a pointer: a second process finds it in
+    JAX's compilation cache, and it calls that process's model."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    args = [sys.executable, "-c", PROGRAM, str(tmp_path / "jax"), str(EIGHT / "model.stan"),
+            str(EIGHT / "data.json.zip")]
+    first, second = (subprocess.run(args, capture_output=True, text=True, env=env)
+                     for _ in range(2))
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert "cache hit for 'jit_logdensity'" in second.stderr
+    assert first.stdout == second.stdout
