@@ -146,9 +146,11 @@ def build_model(stan_file: str | Path, progress: bool = True) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     with _locked(folder / ".lock"):  # another process building the same program waits
         if not library.is_file():
+            model_obj = folder / "model.o"  # stanc first: a program's error comes at once
+            cpp = None if model_obj.is_file() else _stanc(stan_file, code, folder)
             with announce(program_name(stan_file), not shared.ready(), progress):
                 _build_shared(cxx, shared)
-                _build(stan_file, code, cxx, folder / "model.o", shared, library)
+                _build(cpp, cxx, model_obj, shared, library)
     return library
 
 
@@ -178,13 +180,13 @@ def _build_shared(cxx: str, shared: Shared) -> None:
         _finish_all(jobs)
 
 
-def _build(stan_file: Path, code: str, cxx: str, model_obj: Path, shared: Shared,
+def _build(cpp: Path | None, cxx: str, model_obj: Path, shared: Shared,
            library: Path) -> None:
-    """Compile what is missing of the program's object and the interface's (at once, with
-    the precompiled header) and link them with the FFI handlers into ``library``."""
+    """Compile what is missing of the program's object (from stanc's ``cpp``) and the
+    interface's (at once, with the precompiled header) and link them with the FFI handlers
+    into ``library``."""
     jobs = []
-    if not model_obj.is_file():
-        cpp = _stanc(stan_file, code, model_obj.parent)
+    if cpp is not None:
         jobs.append(_start_compiler([cxx, *_compile_flags(shared), "-x", "c++", "-c", str(cpp)],
                                     model_obj))
     if not shared.interface.is_file():  # two processes may both: each file is put whole
