@@ -17,7 +17,8 @@ each the best of ``--repeats`` timings, in CPU microseconds per gradient (per po
 ``*_wall_us``). The FFI's counter is checked against the gradients the program evaluates.
 
     PYTHONPATH=src python scripts/stan_gradient_cost.py --out docs/notes/stan_ffi.jsonl
-    PYTHONPATH=src python scripts/stan_gradient_cost.py --build arK-arK   # build seconds
+    ADAPTMC_CACHE=/tmp/fresh PYTHONPATH=src python scripts/stan_gradient_cost.py \
+        --build arK-arK earnings-earn_height    # build seconds: first ever, then a new one
 """
 
 from __future__ import annotations
@@ -97,13 +98,37 @@ def costs(name: str, reps: int, repeats: int) -> dict:
     return row
 
 
+def build_seconds(name: str) -> dict:
+    """Wall and CPU seconds (this process and the compilers) of building ``name``'s
+    program (`build_model`; nothing if cached)."""
+    import resource
+
+    from adaptmc.targets.stan.build import build_model
+
+    def cpu():
+        own, children = (resource.getrusage(who) for who in
+                         (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    start, start_cpu = time.perf_counter(), cpu()
+    build_model(default_posteriordb_dir() / name / "model.stan")
+    return {"posterior": name, "build_wall_s": time.perf_counter() - start,
+            "build_cpu_s": cpu() - start_cpu}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("posteriors", nargs="*", default=list(POSTERIORS))
     parser.add_argument("--reps", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--build", action="store_true",
+                        help="only build the posteriors' programs, printing wall and CPU s")
     args = parser.parse_args()
+    if args.build:
+        for name in args.posteriors:
+            print(json.dumps(build_seconds(name)), flush=True)
+        return
     for name in args.posteriors:
         row = costs(name, args.reps, args.repeats)
         print(json.dumps(row), flush=True)
