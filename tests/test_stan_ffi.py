@@ -66,6 +66,20 @@ def test_ffi_gradient_is_stans_own(eight_schools):
                                   expected)
 
 
+@pytest.mark.parametrize("propto, jacobian", [(True, False), (False, True), (False, False)])
+def test_ffi_with_or_without_constants_and_jacobian(eight_schools, propto, jacobian):
+    from adaptmc.targets.stan.ffi import ffi_logdensity
+
+    model = eight_schools.info["stan_model"]
+    points = _points(eight_schools, 3, 4)
+    expected, expected_grad, _ = model.log_density_gradient(points, propto, jacobian)
+    logdensity = ffi_logdensity(model, propto, jacobian)
+    value, grad = jax.jit(jax.vmap(jax.value_and_grad(logdensity)))(jnp.asarray(points))
+    np.testing.assert_array_equal(value, expected)
+    np.testing.assert_array_equal(grad, expected_grad)
+    np.testing.assert_array_equal(jax.jit(logdensity)(jnp.asarray(points)), expected)
+
+
 def test_the_compiled_program_calls_stan_not_python(eight_schools):
     point = jnp.asarray(_points(eight_schools, 1, 1)[0])
     text = jax.jit(jax.value_and_grad(eight_schools.logdensity)).lower(point).as_text()
