@@ -1,6 +1,6 @@
 """A Stan model's log density inside compiled JAX programs through XLA's FFI: the same
-numbers as Stan's own C interface, under jit, vmap and scan, every evaluation counted (and
-the count equal to the run record's), and the build's progress line. Compiles only the
+numbers as Stan's own C interface, under jit, vmap and scan, every evaluation counted (the
+count against the run record's), and the build's progress line. Compiles only the
 eight schools program that tests/test_stan.py compiles (then cached on disk)."""
 
 from __future__ import annotations
