@@ -168,6 +168,38 @@ int adaptmc_log_density_gradient(void* model, int count, const double* theta, do
   return rejected;
 }
 
+// The log density alone at `count` points `theta: (count, dim)` (no reverse pass); a point
+// the model rejects gets -inf; returns how many were rejected, the first one's message in
+// *err. Dropping constants (`propto`) needs autodiff types: the value is then computed on a
+// nested tape that is thrown away.
+int adaptmc_log_density(void* model, int count, const double* theta, double* lp, int propto,
+                        int jacobian, char** err) {
+  auto& base = *static_cast<Model*>(model)->base;
+  const Eigen::Index dim = static_cast<Eigen::Index>(base.num_params_r());
+  thread_tape();
+  int rejected = 0;
+  std::ostringstream msgs;
+  for (int i = 0; i < count; ++i) {
+    Eigen::Map<const Eigen::VectorXd> point(theta + i * dim, dim);
+    try {
+      if (propto) {
+        stan::math::nested_rev_autodiff nested;
+        Eigen::Matrix<stan::math::var, -1, 1> x = point.cast<stan::math::var>();
+        lp[i] = (jacobian ? base.log_prob_propto_jacobian(x, &msgs)
+                          : base.log_prob_propto(x, &msgs)).val();
+      } else {
+        Eigen::VectorXd x = point;
+        lp[i] = jacobian ? base.log_prob_jacobian(x, &msgs) : base.log_prob(x, &msgs);
+      }
+    } catch (const std::exception& e) {
+      lp[i] = -std::numeric_limits<double>::infinity();
+      set_error(err, e.what());
+      ++rejected;
+    }
+  }
+  return rejected;
+}
+
 // Constrained values `out: (count, width)` of `theta: (count, dim)`; `seeds: (count,)` seed
 // the random numbers of generated quantities. A failed point is NaN; returns how many.
 int adaptmc_constrain(void* model, int count, const double* theta, double* out, int width,

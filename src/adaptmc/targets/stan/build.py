@@ -2,11 +2,14 @@
 
 The toolchain is the one ``httpstan`` ships (Riddell et al., httpstan): ``stanc`` (Stan's
 compiler to C++), the Stan, Stan Math, Eigen, Boost, TBB and SUNDIALS headers, ``libtbb`` and
-the SUNDIALS libraries; the C++ compiler is the system's (``$CXX``, default ``g++``). The
-program's C++ (stanc's output) is compiled and linked with ``adaptmc_stan.cpp``, this
-package's C interface to a ``stan::model::model_base``, into a library under `cache_dir`,
-named by hashes of the program, the interface's source, the flags and the versions of the
-compiler, stanc and httpstan: a second build of the same program compiles nothing.
+the SUNDIALS libraries; the C++ compiler is the system's (``$CXX``, default ``g++``). What
+every program shares is built once per machine under `cache_dir` (`shared_parts`): a
+precompiled header of Stan's model header, ``adaptmc_stan.cpp`` (this package's C interface
+to a ``stan::model::model_base``) and ``adaptmc_stan_ffi.cpp`` (its XLA FFI handlers, with
+jaxlib's headers). A program then costs stanc, one compilation of its own C++ with the
+precompiled header, and a link; its library is named by hashes of the program, the shared
+parts, the flags and the versions of the compiler, stanc and httpstan: a second build of
+the same program compiles nothing.
 """
 
 from __future__ import annotations
@@ -17,11 +20,18 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
+import threading
+import time
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 INTERFACE = Path(__file__).with_name("adaptmc_stan.cpp")
+FFI = Path(__file__).with_name("adaptmc_stan_ffi.cpp")
+PCH_OF = "stan/model/model_header.hpp"  # what stanc's C++ includes first
 
 DEFINES = ("-DSTAN_THREADS", "-D_REENTRANT", "-DBOOST_DISABLE_ASSERTS",
            "-DBOOST_PHOENIX_NO_VARIADIC_EXPRESSION",
@@ -86,12 +96,41 @@ def toolchain_id(cxx: str) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def build_model(stan_file: str | Path) -> Path:
+class Shared(NamedTuple):
+    """The parts every program links, built once per machine and toolchain: a precompiled
+    header of Stan's model header (``pch``, next to the ``header`` it precompiles), the C
+    interface's and the FFI handlers' objects, and ``key``, naming a library linked with
+    them."""
+
+    header: Path
+    pch: Path
+    interface: Path
+    ffi: Path
+    key: str
+
+    def ready(self) -> bool:
+        return self.pch.is_file() and self.interface.is_file() and self.ffi.is_file()
+
+
+def shared_parts(cxx: str) -> Shared:
+    """Where the shared parts for the compiler ``cxx`` are (built or not): named by hashes of
+    `toolchain_id` and of the sources (jaxlib's version for the FFI's headers)."""
+    toolchain = toolchain_id(cxx)
+    interface = hashlib.sha256(f"{toolchain}\n{INTERFACE.read_text()}".encode()).hexdigest()
+    ffi = hashlib.sha256(f"{toolchain}\n{ffi_version()}\n{FFI.read_text()}".encode()).hexdigest()
+    pch_dir = cache_dir() / f"pch-{toolchain[:16]}"
+    return Shared(pch_dir / "stan_pch.hpp", pch_dir / "stan_pch.hpp.gch",
+                  cache_dir() / f"interface-{interface[:24]}.o", cache_dir() / f"ffi-{ffi[:24]}.o",
+                  hashlib.sha256(f"{interface}\n{ffi}".encode()).hexdigest())
+
+
+def build_model(stan_file: str | Path, progress: bool = True) -> Path:
     """The shared library of the Stan program ``stan_file``, built if it is not cached.
 
     The program's object file is kept in a folder named by a hash of the program and
-    `toolchain_id`, and linked with the interface into a library named by the interface's
-    hash: a changed interface relinks, without compiling the program again.
+    `toolchain_id`, and linked with the `shared_parts` into a library named by their hash: a
+    changed interface relinks, without compiling the program again. A build says so on
+    stderr (``progress``), with its seconds.
 
     Raises `StanBuildError` for a missing toolchain, a program stanc rejects (its message in
     one line, with the line and column) or a failed compilation.
@@ -99,32 +138,69 @@ def build_model(stan_file: str | Path) -> Path:
     stan_file = Path(stan_file)
     code = stan_file.read_text()
     cxx = compiler()
-    toolchain = toolchain_id(cxx)
-    interface_hash = hashlib.sha256(f"{toolchain}\n{INTERFACE.read_text()}".encode()).hexdigest()
-    folder = cache_dir() / hashlib.sha256(f"{toolchain}\n{code}".encode()).hexdigest()[:24]
-    library = folder / f"model-{interface_hash[:12]}.so"
+    shared = shared_parts(cxx)
+    folder = cache_dir() / hashlib.sha256(f"{toolchain_id(cxx)}\n{code}".encode()).hexdigest()[:24]
+    library = folder / f"model-{shared.key[:12]}.so"
     if library.is_file():
         return library
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process building the same program waits
+    with _locked(folder / ".lock"):  # another process building the same program waits
         if not library.is_file():
-            _build(stan_file, code, cxx, folder / "model.o",
-                   cache_dir() / f"interface-{interface_hash[:24]}.o", library)
+            model_obj = folder / "model.o"  # stanc first: a program's error comes at once
+            cpp = None if model_obj.is_file() else _stanc(stan_file, code, folder)
+            with announce(program_name(stan_file), not shared.ready(), progress):
+                _build_shared(cxx, shared)
+                _build(cpp, cxx, model_obj, shared, library)
     return library
 
 
-def _build(stan_file: Path, code: str, cxx: str, model_obj: Path, interface: Path,
+@contextmanager
+def _locked(path: Path):
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _build_shared(cxx: str, shared: Shared) -> None:
+    """Build the missing precompiled header and FFI handlers' object (at once, on two
+    cores); the interface is compiled with the program (`_build`), both needing the
+    header."""
+    if shared.pch.is_file() and shared.ffi.is_file():
+        return
+    shared.pch.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(cache_dir() / ".shared.lock"):
+        jobs = []
+        if not shared.pch.is_file():
+            shared.header.write_text(f"#include <{PCH_OF}>\n")
+            jobs.append(_start_compiler(
+                [cxx, *_compile_flags(), "-x", "c++-header", str(shared.header)], shared.pch))
+        if not shared.ffi.is_file():
+            jobs.append(_start_compiler(
+                [cxx, *_compile_flags(), f"-I{ffi_include()}", "-c", str(FFI)], shared.ffi))
+        _finish_all(jobs)
+
+
+def _build(cpp: Path | None, cxx: str, model_obj: Path, shared: Shared,
            library: Path) -> None:
-    """Compile what is missing of the program's and the interface's objects (at once, on two
-    cores) and link them into ``library``."""
+    """Compile what is missing of the program's object (from stanc's ``cpp``) and the
+    interface's (at once, with the precompiled header) and link them with the FFI handlers
+    into ``library``."""
     jobs = []
-    if not model_obj.is_file():
-        cpp = _stanc(stan_file, code, model_obj.parent)
-        jobs.append(_start_compiler([cxx, *_compile_flags(), "-x", "c++", "-c", str(cpp)],
+    if cpp is not None:
+        jobs.append(_start_compiler([cxx, *_compile_flags(shared), "-x", "c++", "-c", str(cpp)],
                                     model_obj))
-    if not interface.is_file():
-        jobs.append(_start_compiler([cxx, *_compile_flags(), "-c", str(INTERFACE)], interface))
+    if not shared.interface.is_file():  # two processes may both: each file is put whole
+        jobs.append(_start_compiler([cxx, *_compile_flags(shared), "-c", str(INTERFACE)],
+                                    shared.interface))
+    _finish_all(jobs)
+    lib_dir = httpstan_dir() / "lib"
+    _finish_compiler(*_start_compiler(
+        [cxx, "-shared", str(shared.interface), str(shared.ffi), str(model_obj),
+         f"-L{lib_dir}", *LIBRARIES, f"-Wl,-rpath,{lib_dir}"], library))
+
+
+def _finish_all(jobs) -> None:
+    """Wait for every compiler job; the first one's error, if any, after all are done."""
     errors = []
     for job in jobs:
         try:
@@ -133,10 +209,47 @@ def _build(stan_file: Path, code: str, cxx: str, model_obj: Path, interface: Pat
             errors.append(err)
     if errors:
         raise errors[0]
-    lib_dir = httpstan_dir() / "lib"
-    _finish_compiler(*_start_compiler(
-        [cxx, "-shared", str(interface), str(model_obj), f"-L{lib_dir}", *LIBRARIES,
-         f"-Wl,-rpath,{lib_dir}"], library))
+
+
+def program_name(stan_file: Path) -> str:
+    """``arK-arK/model.stan`` for a posteriordb folder's program, else the file's name."""
+    if stan_file.name == "model.stan":
+        return f"{stan_file.resolve().parent.name}/{stan_file.name}"
+    return stan_file.name
+
+
+@contextmanager
+def announce(name: str, first: bool, enabled: bool = True, stream=None):
+    """``building Stan program X ... 41 s`` on ``stream`` (stderr): the line at once, the
+    seconds when done (ticking on a terminal)."""
+    stream = stream or sys.stderr
+    if not enabled:
+        yield
+        return
+    also = " (first time on this machine: also the shared parts)" if first else ""
+    line = f"building Stan program {name}{also} ..."
+    live = hasattr(stream, "isatty") and stream.isatty()
+    start, done = time.monotonic(), threading.Event()
+    print(line, file=stream, end="" if live else "\n", flush=True)
+    ticker = threading.Thread(target=_tick, args=(stream, line, start, done), daemon=True)
+    if live:
+        ticker.start()
+    outcome = "failed after"
+    try:
+        yield
+        outcome = "" if live else "built in"
+    finally:
+        done.set()
+        if live:
+            ticker.join()
+        seconds = f"{time.monotonic() - start:.0f} s"
+        print(f"\r{line} {outcome + ' ' if outcome else ''}{seconds}" if live else
+              f"{line} {outcome} {seconds}", file=stream, flush=True)
+
+
+def _tick(stream, line: str, start: float, done: threading.Event) -> None:
+    while not done.wait(1.0):
+        print(f"\r{line} {time.monotonic() - start:.0f} s", file=stream, end="", flush=True)
 
 
 def _stanc(stan_file: Path, code: str, folder: Path) -> Path:
@@ -169,8 +282,26 @@ def stanc_message(stderr: str) -> str:
     return f"{head['where']}: {head['kind'].lower()}: {rest}".rstrip(": ")
 
 
-def _compile_flags() -> list[str]:
-    return [*CXXFLAGS, *DEFINES, f"-I{httpstan_dir() / 'include'}"]
+def _compile_flags(shared: Shared | None = None) -> list[str]:
+    """The compiler's flags; with ``shared``, Stan's model header from its precompiled
+    header (the compiler takes ``stan_pch.hpp.gch`` for ``stan_pch.hpp``)."""
+    pch = ["-include", str(shared.header)] if shared is not None else []
+    return [*CXXFLAGS, *DEFINES, f"-I{httpstan_dir() / 'include'}", *pch]
+
+
+@cache
+def ffi_include() -> str:
+    """The folder of XLA's FFI headers, shipped with jaxlib."""
+    import jax
+
+    return jax.ffi.include_dir()
+
+
+@cache
+def ffi_version() -> str:
+    import jaxlib
+
+    return jaxlib.__version__
 
 
 def _start_compiler(command: list[str], output: Path):

@@ -81,6 +81,8 @@ class StanModel:
         if not handle:
             raise ValueError(one_line(self._take(error)))
         self._handle = handle
+        self.library = Path(library)
+        self.on_free: list = []  # called before the model is freed (`ffi.model_id`)
         self.dim = int(self._lib.adaptmc_num_unconstrained(handle))
         self.unconstrained_names = self._names(self._lib.adaptmc_unconstrained_names(handle))
         self.variables = self._variables()
@@ -88,8 +90,15 @@ class StanModel:
     def __del__(self):
         handle = getattr(self, "_handle", None)
         if handle:
+            for release in getattr(self, "on_free", ()):
+                release()
             self._lib.adaptmc_model_free(handle)
             self._handle = None
+
+    @property
+    def handle(self) -> int:
+        """The C interface's model pointer."""
+        return self._handle
 
     def _take(self, error: ctypes.c_char_p) -> str:
         """The message in ``error``, freed."""

@@ -1,12 +1,15 @@
 """A Stan program as a `Target`: its log density and gradient on Stan's unconstrained space,
 called from JAX.
 
-One host call (``jax.pure_callback``) returns the log density and its gradient, both
-computed by Stan's reverse mode; a ``jax.custom_vjp`` hands the gradient to JAX, so the
-log density works under ``jit``, ``vmap`` (the chains: one host call evaluates every chain's
-point) and ``lax.scan``. Draws are stored constrained and named as Stan names them: one
-variable per Stan variable, in its shape (``theta``, ``(8,)``; `flatten_named` gives
-``theta[1]``...), transformed parameters and, if asked, generated quantities included.
+The compiled program calls Stan's C++ through XLA's FFI (`adaptmc.targets.stan.ffi`): one
+call returns the log density and its gradient, both computed by Stan's reverse mode (or the
+value alone where no gradient is asked for); a ``jax.custom_vjp`` hands the gradient to JAX,
+so the log density works under ``jit``, ``vmap`` (the chains: one call evaluates every
+chain's point) and ``lax.scan``. Without the FFI (float32 positions), a host callback
+(``jax.pure_callback``) does the same. Draws are stored constrained and named as Stan names
+them: one variable per Stan variable, in its shape (``theta``, ``(8,)``; `flatten_named`
+gives ``theta[1]``...), transformed parameters and, if asked, generated quantities
+included.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import numpy as np
 
 from adaptmc.targets.base import Reference, Target
 from adaptmc.targets.stan.build import build_model
+from adaptmc.targets.stan.ffi import ffi_available, ffi_logdensity
 from adaptmc.targets.stan.model import StanModel, Variable, data_json
 
 INIT_RADIUS = 2.0  # Stan's default: initial values uniform in (-2, 2) on the unconstrained space
@@ -31,7 +35,22 @@ INIT_TRIES = 100
 
 def stan_logdensity(model: StanModel):
     """``position: (..., dim) -> (...)``, Stan's log density (Jacobian included, constants
-    dropped) with a custom VJP whose gradient comes from the same host call."""
+    dropped) with a custom VJP whose gradient comes from the same call: through XLA's FFI
+    (`ffi_logdensity`, no Python per call) for float64 positions, else a host callback."""
+    callback = callback_logdensity(model)
+    if not ffi_available(model):
+        return callback
+    compiled = ffi_logdensity(model)
+
+    def logdensity(position):
+        position = jnp.asarray(position)
+        return compiled(position) if position.dtype == jnp.float64 else callback(position)
+
+    return logdensity
+
+
+def callback_logdensity(model: StanModel):
+    """`stan_logdensity` through ``jax.pure_callback``: one host call per batch."""
 
     def host(points):
         points = np.asarray(points)
