@@ -21,7 +21,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from adaptmc.options import DECLARED, OptionError, check_options, check_resources, check_value
+from adaptmc.options import RUN_OPTIONS, OptionError, check_options, check_resources, check_value
 from adaptmc.recipes import DEFAULT_RECIPE, Plan, build, check_plan
 from adaptmc.run import RunResult, default_positions, run, starting_positions
 from adaptmc.run.compile_clock import compile_seconds
@@ -187,8 +187,9 @@ def check_sample_args(args: dict, options: dict) -> dict:
         raise OptionError("recipe", f"must be one of {', '.join(RECIPES)}, got "
                           f"{args['recipe']!r}")
     out = dict(args)
+    run_options = {o.name: o for o in RUN_OPTIONS}
     for name in ("chains", "seed", "thin", "init_jitter"):
-        out[name] = check_value(DECLARED[name], args[name])
+        out[name] = check_value(run_options[name], args[name])
     for name in ("force", "progress", "compile_cache"):
         if not isinstance(args[name], bool | np.bool_):
             raise OptionError(name, f"must be True or False, got {args[name]!r}")

@@ -11,6 +11,8 @@ failure.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -152,13 +154,25 @@ def tolerating_divergences(objective, max_rate: float):
     return tolerant
 
 
-OBJECTIVES = {
-    "esjd": esjd_per_grad,
-    "esjd-sqrt-l": esjd_per_sqrt_cost,
-    "autocorrelation": autocorrelation_score,
-    "min-ess": min_ess_per_grad,
-    "chees": chees_per_grad,
-    "ess-lag1": lag_one_ess_per_grad,
+class Objective(NamedTuple):
+    """An objective the recipes and the command line name: the reward function and one
+    line of help."""
+
+    reward: Callable[[np.ndarray, dict, int], float]
+    help: str
+
+
+# a new objective is one function and one entry; ``--objective``'s help comes from here
+OBJECTIVES: dict[str, Objective] = {
+    "esjd": Objective(esjd_per_grad, "expected squared jump distance per gradient"),
+    "esjd-sqrt-l": Objective(esjd_per_sqrt_cost, "ESJD per step over sqrt(gradients per step) "
+                             "(Wang, Mohamed & de Freitas 2013)"),
+    "autocorrelation": Objective(autocorrelation_score, "1 - mean |autocorrelation| over lags "
+                                 "(Mahendran et al. 2012)"),
+    "min-ess": Objective(min_ess_per_grad, "smallest bulk-ESS per gradient"),
+    "chees": Objective(chees_per_grad, "ChEES per gradient (Hoffman, Radul & Sountsov 2021)"),
+    "ess-lag1": Objective(lag_one_ess_per_grad, "effective draws of x and x^2 per 1000 "
+                          "gradients, from lag one"),
 }
 
 

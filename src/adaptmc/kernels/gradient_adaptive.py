@@ -49,6 +49,7 @@ compared with the target covariance (see `scaled_covariance_error`).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import NamedTuple
 
 import jax
@@ -58,6 +59,7 @@ import optax
 
 from adaptmc.adaptation.bracketing import bracket_step
 from adaptmc.kernels.base import (
+    STEP_SIZE,
     Kernel,
     StepInfo,
     Tunable,
@@ -348,6 +350,9 @@ def check_params(params, dim: int | None = None) -> None:
 # the initial factor ``L = step_size * I``; the factor itself adapts in the state
 TUNABLES = (Tunable("step_size", bounds=(0.01, 1.0), label="eps", stat="step_size"),)
 
+PARAMETERS = (replace(STEP_SIZE, help="the initial factor's scale h (L = h I; default: "
+                      "Hoffman & Gelman's heuristic at the start)"),)
+
 PARAMETRISATIONS = ("scaled", "direct", "diagonal")
 
 
@@ -365,7 +370,7 @@ def make_gadrwm(parametrisation: str = "scaled") -> Kernel:
     name = _kernel_name("gadrwm", parametrisation)
     step = _make_step(_rwm_proposal, exact=False, needs_grad_when_frozen=False)
     return Kernel(name, _make_init(parametrisation), step, _make_cost(False), check_params,
-                  GADRWMParams, TUNABLES)
+                  GADRWMParams, TUNABLES, PARAMETERS, initial_step="rwm", adapts_in_step=True)
 
 
 def make_gadmala(exact: bool = False, parametrisation: str = "scaled") -> Kernel:
@@ -374,7 +379,7 @@ def make_gadmala(exact: bool = False, parametrisation: str = "scaled") -> Kernel
     name = _kernel_name("gadmala" + ("-exact" if exact else ""), parametrisation)
     step = _make_step(_mala_proposal, exact=exact, needs_grad_when_frozen=True)
     return Kernel(name, _make_init(parametrisation), step, _make_cost(exact), check_params,
-                  GADMALAParams, TUNABLES)
+                  GADMALAParams, TUNABLES, PARAMETERS, initial_step="mala", adapts_in_step=True)
 
 
 gadrwm = make_gadrwm()

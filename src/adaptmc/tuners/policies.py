@@ -313,11 +313,13 @@ def parametric(
                  best, describe)
 
 
-def random_search(box: Box, *, schedule: Schedule | None = None) -> Tuner:
+def random_search(box: Box, *, schedule: Schedule | None = None,
+                  initial: dict | None = None) -> Tuner:
     """A uniform draw from the box for every super-transition (Bergstra & Bengio 2012). Its
     proposals ignore the chain, so adapting forever is a valid mixture kernel; ``best`` is the
     tried setting with the highest mean reward. ``schedule`` (default: always new) can anneal
-    it like the bandits."""
+    it like the bandits; ``initial`` is taken for the bandits' signature and not used (the
+    first setting is a draw too)."""
     box = check_box(box)
     schedule = constant(1.0) if schedule is None else schedule
 
