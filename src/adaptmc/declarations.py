@@ -20,9 +20,9 @@ from adaptmc.options import (
     show_value,
 )
 
-DRAWS_HELP = ("kept draws per chain after warm-up and tuning, exactly (default 1000 for "
-              "adaptive-hmc and adaptive-portfolio; the other recipes run "
-              "--super-transitions unless --draws is given)")
+NAMED_KERNELS = 5
+DRAWS_HELP = ("kept draws per chain after warm-up and tuning, exactly (default 1000 here; "
+              "the other recipes run --super-transitions unless it is given)")
 
 
 def _kernel_object(value):
@@ -103,17 +103,15 @@ def recipe_declarations() -> tuple[Option, ...]:
     from adaptmc.objectives import OBJECTIVES
     from adaptmc.tuners import TUNERS
 
-    adapting = ", ".join(name for name, k in KERNELS.items() if k.adapts_in_step)
-    kernel = Option("kernel", "choice", f"the kernel ({adapting}: adapt inside every step "
-                    "during --warmup, then freeze)", choices=_kernels, group=MANUAL,
+    kernel = Option("kernel", "choice", "the kernel", choices=_kernels, group=MANUAL,
                     check=_kernel_object)
-    keep = Option("keep_adapting", "float", "kernels with a learning rate (gadmala, gadrwm): "
-                  "after the warm-up keep adapting, the learning rate decaying as "
-                  "(1 + t)^-DECAY", low=0.0, high=1.0, metavar="DECAY", group=MANUAL)
-    tuner = Option("tuner", "choice", "what sets the kernel's parameters between "
-                   "super-transitions: " + _entries(TUNERS), choices=_tuners, group=MANUAL)
+    keep = Option("keep_adapting", "float", "keep adapting after the warm-up, the learning "
+                  "rate decaying as (1 + t)^-DECAY", low=0.0, high=1.0, metavar="DECAY",
+                  group=MANUAL)
+    tuner = Option("tuner", "choice", "the tuner, between super-transitions: "
+                   + _entries(TUNERS), choices=_tuners, group=MANUAL)
     objective = Option("objective", "value", "the bandit's reward: " + _entries(OBJECTIVES)
-                       + "; or module:function", group=MANUAL,
+                       + "; or module:function", metavar="NAME", group=MANUAL,
                        check=_number_or_callable("objective"))
     return (*ADAPTIVE_OPTIONS, kernel, keep, *kernel_declarations(KERNELS), tuner, objective,
             *MANUAL_OPTIONS)
@@ -142,11 +140,13 @@ def kernel_declarations(kernels: Mapping) -> tuple[Option, ...]:
 
 
 def _kernel_help(users: list[tuple[str, str]]) -> str:
-    """``"the step size eps (hmc, mala); the initial factor's scale (gadmala)"``."""
-    helps: dict[str, list[str]] = {}
-    for kernel, text in users:
-        helps.setdefault(text, []).append(kernel)
-    return "; ".join(f"{text} ({', '.join(kernels)})" for text, kernels in helps.items())
+    """``"leapfrog steps L (hmc, rmhmc)"``: the help of the first kernel declaring the
+    parameter, and the kernels taking it when they are at most `NAMED_KERNELS` (the help
+    stays short)."""
+    kernels = [kernel for kernel, _ in users]
+    if len(kernels) > NAMED_KERNELS:
+        return users[0][1]
+    return f"{users[0][1]} ({', '.join(kernels)})"
 
 
 def declarations() -> dict[str, Option]:

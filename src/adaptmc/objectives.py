@@ -164,15 +164,12 @@ class Objective(NamedTuple):
 
 # a new objective is one function and one entry; ``--objective``'s help comes from here
 OBJECTIVES: dict[str, Objective] = {
-    "esjd": Objective(esjd_per_grad, "expected squared jump distance per gradient"),
-    "esjd-sqrt-l": Objective(esjd_per_sqrt_cost, "ESJD per step over sqrt(gradients per step) "
-                             "(Wang, Mohamed & de Freitas 2013)"),
-    "autocorrelation": Objective(autocorrelation_score, "1 - mean |autocorrelation| over lags "
-                                 "(Mahendran et al. 2012)"),
+    "esjd": Objective(esjd_per_grad, "squared jump distance per gradient"),
+    "esjd-sqrt-l": Objective(esjd_per_sqrt_cost, "ESJD / sqrt(gradients per step)"),
+    "autocorrelation": Objective(autocorrelation_score, "1 - mean |autocorrelation|"),
     "min-ess": Objective(min_ess_per_grad, "smallest bulk-ESS per gradient"),
-    "chees": Objective(chees_per_grad, "ChEES per gradient (Hoffman, Radul & Sountsov 2021)"),
-    "ess-lag1": Objective(lag_one_ess_per_grad, "effective draws of x and x^2 per 1000 "
-                          "gradients, from lag one"),
+    "chees": Objective(chees_per_grad, "ChEES per gradient"),
+    "ess-lag1": Objective(lag_one_ess_per_grad, "lag-one ESS of x and x^2 per gradient"),
 }
 
 

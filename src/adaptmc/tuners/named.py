@@ -43,18 +43,15 @@ def _dual_averaging(settings: dict) -> Tuner:
 
 
 TUNERS: dict[str, TunerEntry] = {
-    "fixed": TunerEntry(_fixed, "the kernel's parameters as given", box=False),
-    "grid": TunerEntry(_grid, "every point of --grid once, then the best", box=False),
-    "gp-ucb": TunerEntry(gp_ucb, "annealed GP-UCB bandit (Wang 2012)"),
-    "parametric": TunerEntry(parametric, "Bayesian parametric bandit (Wang & de Freitas "
-                             "2011)"),
-    "hedge": TunerEntry(hedge, "GP-Hedge: PI, EI and UCB (Hoffman, Brochu & de Freitas "
-                        "2011)"),
-    "sir": TunerEntry(sir, "stochastic SIR policy (Mahendran et al. 2012)"),
-    "random": TunerEntry(random_search, "a uniform draw from the box (Bergstra & Bengio "
-                         "2012)"),
-    "dual-averaging": TunerEntry(_dual_averaging, "dual averaging of the step size toward "
-                                 "--target-accept (Hoffman & Gelman 2014)", box=False),
+    "fixed": TunerEntry(_fixed, "the parameters as given", box=False),
+    "grid": TunerEntry(_grid, "each point of --grid once, then the best", box=False),
+    "gp-ucb": TunerEntry(gp_ucb, "annealed GP-UCB bandit"),
+    "parametric": TunerEntry(parametric, "Bayesian parametric bandit"),
+    "hedge": TunerEntry(hedge, "GP-Hedge bandit"),
+    "sir": TunerEntry(sir, "stochastic SIR policy"),
+    "random": TunerEntry(random_search, "uniform draws from the box"),
+    "dual-averaging": TunerEntry(_dual_averaging, "step size dual-averaged to "
+                                 "--target-accept", box=False),
 }
 
 
