@@ -164,6 +164,7 @@ def _program(target, num_steps, kind, target_accept):
         def body(carry, inputs):
             state, da, inverse_mass, welford = carry
             (stage, window_end), key = inputs
+            end = window_end == 1
             eps = jnp.exp(da.log_step_size)
             state, info = kernel(key, state, target.logdensity, eps, as_blackjax(inverse_mass))
             da = da_update(da, info.acceptance_rate)
@@ -171,11 +172,9 @@ def _program(target, num_steps, kind, target_accept):
                 welford = jax.lax.cond(stage == 1, _welford_add, lambda w, x, g: w, welford,
                                        state.position, state.logdensity_grad)
                 new_mass = estimate(welford, dense)
-                inverse_mass = jnp.where(window_end == 1, new_mass, inverse_mass)
-                welford = jax.tree.map(lambda z, w: jnp.where(window_end == 1, z, w), zeros,
-                                       welford)
-            da = jax.tree.map(lambda fresh, old: jnp.where(window_end == 1, fresh, old),
-                              da_init(da_final(da)), da)
+                inverse_mass = jnp.where(end, new_mass, inverse_mass)
+                welford = jax.tree.map(lambda z, w: jnp.where(end, z, w), zeros, welford)
+            da = jax.tree.map(lambda f, o: jnp.where(end, f, o), da_init(da_final(da)), da)
             out = (state.position, state.logdensity_grad, state.logdensity,
                    info.num_integration_steps, info.is_divergent)
             return (state, da, inverse_mass, welford), out
