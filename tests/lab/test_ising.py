@@ -11,11 +11,14 @@ from scipy import stats as scistats
 
 from adaptmc.kernels import discrete
 from adaptmc.kernels.discrete import KawasakiParams, SAWParams, kawasaki, saw
-from adaptmc.objectives import energy_autocorrelation, windowed_autocorrelation
 from adaptmc.run import run
 from adaptmc.targets import correlated_2d
 from adaptmc.tuners import make_box, random_search
-from adaptmc.tuners.sir_mixture import sir_mixture
+from adaptmc_lab.experiments.energy_objective import (
+    energy_autocorrelation,
+    windowed_autocorrelation,
+)
+from adaptmc_lab.experiments.sir_mixture import sir_mixture
 from adaptmc_lab.models import ising
 
 
