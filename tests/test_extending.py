@@ -91,3 +91,19 @@ def test_manual_takes_the_kernel_parameter_and_refuses_it_elsewhere(registered):
     assert plan.box.names == ("spread",)
     with pytest.raises(ValueError, match="spread does not apply to kernel 'hmc'"):
         manual(target, kernel="hmc", spread=0.3)
+
+
+def test_kernels_declare_a_shared_parameter_alike_and_never_an_option_name(monkeypatch):
+    from dataclasses import replace
+
+    from adaptmc.declarations import kernel_declarations, recipe_declarations
+    from adaptmc.kernels.base import STEP_SIZE
+
+    assert {o.name for o in kernel_declarations(KERNELS)} >= {"step_size", "num_leapfrog"}
+    wider = toy_kernel.toy._replace(parameters=(replace(STEP_SIZE, high=1e9),))
+    with pytest.raises(TypeError, match="declares step_size unlike kernel 'hmc'"):
+        kernel_declarations({**KERNELS, "wide": wider})
+    clashing = toy_kernel.toy._replace(parameters=(replace(STEP_SIZE, name="budget"),))
+    monkeypatch.setitem(KERNELS, "clash", clashing)
+    with pytest.raises(TypeError, match=r"kernel parameters \['budget'\]"):
+        recipe_declarations()

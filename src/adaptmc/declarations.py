@@ -113,8 +113,12 @@ def recipe_declarations() -> tuple[Option, ...]:
     objective = Option("objective", "value", "the bandit's reward: " + _entries(OBJECTIVES)
                        + "; or module:function", metavar="NAME", group=MANUAL,
                        check=_number_or_callable("objective"))
-    return (*ADAPTIVE_OPTIONS, kernel, keep, *kernel_declarations(KERNELS), tuner, objective,
-            *MANUAL_OPTIONS)
+    fixed = (*RUN_OPTIONS, *ADAPTIVE_OPTIONS, kernel, keep, tuner, objective, *MANUAL_OPTIONS)
+    params = kernel_declarations(KERNELS)
+    clash = sorted({o.name for o in params} & {o.name for o in fixed})
+    if clash:
+        raise TypeError(f"kernel parameters {clash} have the names of options")
+    return (*ADAPTIVE_OPTIONS, kernel, keep, *params, tuner, objective, *MANUAL_OPTIONS)
 
 
 def _entries(named: Mapping) -> str:
