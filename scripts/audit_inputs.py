@@ -27,7 +27,8 @@ jax.config.update("jax_enable_x64", True)
 import adaptmc  # noqa: E402
 from adaptmc import options  # noqa: E402
 from adaptmc.cli import main  # noqa: E402
-from adaptmc.options import DECLARED, OptionError, flag  # noqa: E402
+from adaptmc.declarations import declarations, recipe_declarations  # noqa: E402
+from adaptmc.options import OptionError, flag  # noqa: E402
 from adaptmc.recipes import RECIPES, recipe_options  # noqa: E402
 from adaptmc.run import netcdf  # noqa: E402
 
@@ -64,7 +65,7 @@ def snapshot(folder: Path) -> dict:
 
 
 def recipe_taking(name: str) -> str:
-    recipe_names = {o.name for o in options.RECIPE_OPTIONS}
+    recipe_names = {o.name for o in recipe_declarations()}
     if name not in recipe_names:
         return "manual"
     return next(r for r in ("manual", *RECIPES) if name in recipe_options(r))
@@ -97,7 +98,7 @@ def audit_declared(root: Path) -> None:
     """Every declared option, every invalid example: CLI and API."""
     folder = root / "declared"
     folder.mkdir()
-    for option in DECLARED.values():
+    for option in declarations().values():
         for value in options.invalid_examples(option):
             text = "abc" if value == "2" else repr(value) if isinstance(value, float) \
                 else str(value)

@@ -26,15 +26,15 @@ def test_esjd_rewards_on_known_jumps():
     assert math.isclose(per_grad, 4 * dim / num_leapfrog)
     # Wang, Mohamed & de Freitas (2013): ESJD / sqrt(L)
     assert math.isclose(per_sqrt, 4 * dim / math.sqrt(num_leapfrog))
-    assert objectives.OBJECTIVES["esjd-sqrt-l"] is objectives.esjd_per_sqrt_cost
+    assert objectives.OBJECTIVES["esjd-sqrt-l"].reward is objectives.esjd_per_sqrt_cost
 
 
 def test_a_divergent_super_transition_scores_nan():
     positions = _alternating(2, 8, 1)
     stats = {"is_divergent": np.zeros((2, 8), bool)}
     stats["is_divergent"][1, 3] = True
-    for name, objective in objectives.OBJECTIVES.items():
-        assert math.isnan(objective(positions, stats, 160)), name
+    for name, entry in objectives.OBJECTIVES.items():
+        assert math.isnan(entry.reward(positions, stats, 160)), name
 
 
 def test_chees_gives_nothing_for_antithetic_jumps_and_something_for_real_ones():

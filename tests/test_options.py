@@ -12,7 +12,8 @@ import pytest
 import adaptmc
 from adaptmc import options
 from adaptmc.cli import main
-from adaptmc.options import DECLARED, MAX_COUNT, OptionError, flag
+from adaptmc.declarations import declarations, recipe_declarations
+from adaptmc.options import MAX_COUNT, OptionError, flag
 from adaptmc.recipes import RECIPES, recipe_options
 
 TARGET = (lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(2))
@@ -20,11 +21,12 @@ TARGET = (lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(2))
 
 def recipe_taking(name: str) -> str:
     """A recipe that takes the option ``name`` (manual for the run's options)."""
-    if name not in {n for o in options.RECIPE_OPTIONS for n in [o.name]}:
+    if name not in {o.name for o in recipe_declarations()}:
         return "manual"
     return next(r for r in ("manual", *RECIPES) if name in recipe_options(r))
 
 
+DECLARED = declarations()
 CASES = [(o.name, v) for o in DECLARED.values() for v in options.invalid_examples(o)]
 assert len(CASES) > 150  # every option, several values each
 

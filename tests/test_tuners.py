@@ -35,7 +35,6 @@ from adaptmc.tuners.schedules import (
     polynomial,
     schedule_from_config,
 )
-from adaptmc.tuners.sir_mixture import mixture_settings, mixture_weights
 from adaptmc.tuners.surrogate import fit_gp
 
 BANDITS = {
@@ -758,34 +757,6 @@ def test_parametric_width_integration_matches_scipy_quadrature():
     mixture_var = model.weights @ (variances + locs**2) - mixture_mean**2
     np.testing.assert_allclose(mean, mixture_mean, rtol=1e-10)
     np.testing.assert_allclose(sd, np.sqrt(mixture_var), rtol=1e-8)
-
-
-def test_sir_mixture_weights_sum_to_one_and_its_draws_follow_them():
-    """The SIR mixture (Mahendran et al. 2012, Sec. 4): candidates are resampled with weights
-    ``∝ exp(mu / T)`` under the GP mean; the weights sum to one, match that formula, and the
-    resampled settings' counts pass a chi-square test against them (p > 0.001)."""
-    box = make_box({"step_size": (0.01, 0.3), "num_leapfrog": (1, 100)})
-    state = {"points": np.array([[0.05, 10.0], [0.2, 50.0], [0.25, 90.0]]),
-             "rewards": np.array([0.1, 0.9, 0.4]), "failed": np.zeros(3, bool)}
-    state = {**tuners.gp_ucb(box).init(None), **state}
-    num_candidates, num_draws, temperature = 6, 20000, 0.3
-    candidates = snap_unit(box, np.random.default_rng(3).random((num_candidates, 2)))
-    weights = mixture_weights(box, state, candidates, temperature, 0.2, 0.1, 0.01)
-    assert math.isclose(weights.sum(), 1.0, rel_tol=1e-12)
-    mu = gp_predict(fit_gp(box, state), candidates)[0] / temperature
-    np.testing.assert_allclose(weights, np.exp(mu) / np.exp(mu).sum(), rtol=1e-10)
-    assert weights.max() / weights.min() > 2  # not uniform: the test can tell them apart
-
-    draws = mixture_settings(box, state, np.random.default_rng(3), num_draws, temperature,
-                             num_candidates, 0.2, 0.1, 0.01)
-    points = from_unit(box, candidates)
-    index = np.argmin(np.abs(draws[:, None, :] - points[None]).sum(-1), axis=1)
-    np.testing.assert_allclose(draws, points[index])
-    counts = np.bincount(index, minlength=num_candidates)
-    assert stats.chisquare(counts, num_draws * weights).pvalue > 1e-3
-    # a wrong weighting (uniform) is rejected by the same test
-    assert stats.chisquare(counts, np.full(num_candidates, num_draws / num_candidates)
-                           ).pvalue < 1e-3
 
 
 # ------------------------------------------------------------------------------ moving box

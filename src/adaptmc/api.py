@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from adaptmc.options import DECLARED, OptionError, check_options, check_resources, check_value
+from adaptmc.options import RUN_OPTIONS, OptionError, check_options, check_resources, check_value
 from adaptmc.recipes import DEFAULT_RECIPE, Plan, build
 from adaptmc.run import RunOptions, RunResult, run, run_keys, starting_positions
 from adaptmc.run.faults import telling_target_errors
@@ -73,40 +73,30 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
     data
         A Stan program's data (``target`` a ``.stan`` file): a dict, or a ``.json`` or
         ``.json.zip`` file; for a NumPyro model, its keyword argument ``data``.
-    output_dir, force
-        Write a run folder (resumable, see `adaptmc.run.run`).
+    output_dir, force, progress
+        Write a run folder (resumable, see `adaptmc.run.run`); show a progress bar and
+        print the summary at the end.
     init, init_jitter
         Where the chains start, in the target's unconstrained space (`adaptmc.run.
         starting_positions`): ``None`` (the target's initial position) or a ``(dim,)``
         point, each plus ``U(-init_jitter, init_jitter)`` per chain and coordinate; or
         ``(chains, dim)`` points, used as they are.
-    progress
-        Show a progress bar and print the summary at the end.
     compile_cache
         Keep compiled programs on disk and load them when the same model runs again at the
         same sizes (`adaptmc.compile_cache.use_compile_cache`, as the command line does);
-        ``False`` compiles afresh. It takes effect if nothing was compiled before in the
-        process (JAX decides once).
+        ``False`` compiles afresh (if nothing was compiled before in the process).
     **options
-        The recipe's options (e.g. ``super_transitions``, ``budget``, ``tuner``,
-        ``metric``); an option the recipe does not take is a `ValueError`.
+        The recipe's options (e.g. ``draws``, ``metric``, ``kernel``, ``step_size``); an
+        option the recipe does not take is a `ValueError`.
     """
-    checked = check_sample_args(dict(recipe=recipe, chains=chains, seed=seed, thin=thin,
-                                     init_jitter=init_jitter, output_dir=output_dir,
-                                     force=force, progress=progress,
-                                     compile_cache=compile_cache,
-                                     model_kwargs=model_kwargs, init=init), options)
+    checked = check_sample_args(dict(
+        recipe=recipe, chains=chains, seed=seed, thin=thin, init_jitter=init_jitter,
+        output_dir=output_dir, force=force, progress=progress, compile_cache=compile_cache,
+        model_kwargs=model_kwargs, init=init), options)
     chains, seed, thin, init_jitter, init = (checked[k] for k in (
         "chains", "seed", "thin", "init_jitter", "init"))
     options = checked["options"]
-    if compile_cache:
-        from adaptmc.compile_cache import use_compile_cache
-
-        use_compile_cache()
-    if output_dir is not None:
-        from adaptmc.io import prepare_output_dir
-
-        prepare_output_dir(output_dir, force=force)  # refuse before any work
+    _before_any_work(compile_cache, output_dir, force)
     with telling_target_errors(), one_chain_quiet(chains):
         made = _make_target(target, model_args, model_kwargs, data)
         check_resources(options, made.dim, chains, output_dir,
@@ -123,6 +113,19 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
 
             print(format_summary(idata))
     return idata
+
+
+def _before_any_work(compile_cache: bool, output_dir, force: bool) -> None:
+    """Turn JAX's compile cache on (`adaptmc.compile_cache`) and refuse an output folder
+    that may not be written (`adaptmc.io.prepare_output_dir`), before any work."""
+    if compile_cache:
+        from adaptmc.compile_cache import use_compile_cache
+
+        use_compile_cache()
+    if output_dir is not None:
+        from adaptmc.io import prepare_output_dir
+
+        prepare_output_dir(output_dir, force=force)
 
 
 ONE_CHAIN_NOTE = "note: one chain: R-hat compares chains and needs at least 2; it is not computed"
@@ -161,8 +164,9 @@ def check_sample_args(args: dict, options: dict) -> dict:
         raise OptionError("recipe", f"must be one of {', '.join(RECIPES)}, got "
                           f"{args['recipe']!r}")
     out = dict(args)
+    run_options = {o.name: o for o in RUN_OPTIONS}
     for name in ("chains", "seed", "thin", "init_jitter"):
-        out[name] = check_value(DECLARED[name], args[name])
+        out[name] = check_value(run_options[name], args[name])
     for name in ("force", "progress", "compile_cache"):
         if not isinstance(args[name], bool | np.bool_):
             raise OptionError(name, f"must be True or False, got {args[name]!r}")

@@ -1,12 +1,12 @@
 """The options of a run, declared once: name, type, range, default and help.
 
-``adaptmc sample``'s flags and their help are generated from `RUN_OPTIONS` and
-`RECIPE_OPTIONS` (`adaptmc.cli.options`), and `adaptmc.sample` checks its keywords with the
-same declarations, so the command line and the Python API refuse the same values with the
-same words, before anything is loaded, run or written. An `OptionError` names the option;
-the command line shows it as its flag (``--keep-adapting``), Python as its keyword
-(``keep_adapting``). `check_resources` refuses sizes whose memory or disk would exceed the
-machine's, naming the option to change.
+``adaptmc sample``'s flags and their help are generated from `RUN_OPTIONS` and the recipes'
+options (`adaptmc.declarations`; the parser is `adaptmc.cli.options`), and `adaptmc.sample`
+checks its keywords with the same declarations, so the command line and the Python API
+refuse the same values with the same words, before anything is loaded, run or written. An
+`OptionError` names the option; the command line shows it as its flag (``--keep-adapting``),
+Python as its keyword (``keep_adapting``). `check_resources` refuses sizes whose memory or
+disk would exceed the machine's, naming the option to change.
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ def flag(name: str) -> str:
 
 
 class Option(NamedTuple):
-    """One option. kind: ``int``, ``float``, ``choice``, ``str``, ``bool`` or ``value`` (a
+    """One option. kind: ``int``, ``float``, ``choice``, ``str``, ``bool``, ``value`` (a
     text parsed by ``parse`` on the command line, any object checked by ``check`` in
-    Python); low, high: the range (``open`` names the ends excluded: ``"low"``, ``"high"``,
+    Python) or ``array`` (a number or an array; on the command line a number or a ``.npy``
+    file); low, high: the range (``open`` names the ends excluded: ``"low"``, ``"high"``,
     ``"both"``); choices: a tuple, or a function returning one; group: ``run``, ``adaptive``
     (the adaptive recipes) or ``manual`` (the kernel-and-tuner recipes); api: whether
     `adaptmc.sample` takes it under ``name``; none: whether None is allowed (the default)."""
@@ -68,41 +69,18 @@ class Option(NamedTuple):
         return tuple(self.choices()) if callable(self.choices) else tuple(self.choices or ())
 
 
-def _count(name, help, low=1, high=MAX_COUNT, group="run", **kw) -> Option:
+def count_option(name, help, low=1, high=MAX_COUNT, group="run", **kw) -> Option:
     return Option(name, "int", help, low=low, high=high, group=group, **kw)
-
-
-def _kernels() -> tuple:
-    from adaptmc.kernels import KERNELS
-
-    return tuple(sorted(KERNELS))
-
-
-BANDIT_TUNERS = ("gp-ucb", "parametric", "hedge", "sir", "random")
-TUNER_CHOICES = ("fixed", "grid", *BANDIT_TUNERS, "dual-averaging")
-
-
-def _number_or_callable(name):
-    def check(value):
-        if not (isinstance(value, str) or callable(value)):
-            raise OptionError(name, f"must be a name or a function, got {_show(value)}")
-    return check
-
-
-def _kernel_object(value):
-    if not hasattr(value, "Params"):
-        raise OptionError("kernel", f"must be a kernel's name or an adaptmc Kernel, got "
-                          f"{_show(value)}")
 
 
 RUN_OPTIONS: tuple[Option, ...] = (
     Option("seed", "int", "the run's seed: the same seed, the same draws", 0, 0, MAX_SEED - 1,
            none=False),
-    _count("chains", "chains run in parallel (R-hat needs at least 2)", default=4,
-           high=65536, none=False),
-    _count("thin", "keep every n-th draw (default: the recipe's)"),
-    _count("checkpoint_every", "super-transitions between checkpoints", default=10,
-           api=False, none=False),
+    count_option("chains", "chains run in parallel (R-hat needs at least 2)", default=4,
+                 high=65536, none=False),
+    count_option("thin", "keep every n-th draw (default: the recipe's)"),
+    count_option("checkpoint_every", "super-transitions between checkpoints", default=10,
+                 api=False, none=False),
     Option("init_jitter", "float", "each chain starts at --init plus U(-J, J) per "
            "coordinate (0: every chain at the point)", 0.5, 0.0, 1e6, metavar="J",
            none=False),
@@ -110,71 +88,6 @@ RUN_OPTIONS: tuple[Option, ...] = (
 
 ADAPTIVE = "adaptive"
 MANUAL = "manual"
-
-RECIPE_OPTIONS: tuple[Option, ...] = (
-    Option("metric", "choice", "the metric (auto: dense or low-rank-plus-diagonal when the "
-           "warm-up's draws are strongly correlated)",
-           choices=("auto", "diag", "dense", "low-rank"), group=ADAPTIVE),
-    _count("warmup_steps", "NUTS warm-up transitions per chain (default 500)", low=150,
-           high=10**7, group=ADAPTIVE),
-    _count("tuning", "bandit super-transitions before freezing, at most (default 12)",
-           high=10**6, group=ADAPTIVE),
-    Option("stop_rule", "choice", "what may end tuning early (default ucb-lcb)",
-           choices=("ucb-lcb", "ucb", "ei"), group=ADAPTIVE),
-    Option("stop_tolerance", "float", "end tuning once the stop rule's measure is at most "
-           "this fraction of the frozen setting's reward (0: off)", low=0.0, high=1e6,
-           metavar="FRACTION", group=ADAPTIVE),
-    _count("draws", "kept draws per chain after warm-up and tuning, exactly (default 1000 "
-           "for adaptive-hmc and adaptive-portfolio; the other recipes run "
-           "--super-transitions unless --draws is given)", group=ADAPTIVE),
-    _count("audition", "adaptive-portfolio: frozen super-transitions scoring each trial "
-           "(default 4)", high=10**6, group=ADAPTIVE),
-    Option("kernel", "choice", "the kernel (gadmala, gadrwm, am, mala-da, hmc-da, ... adapt "
-           "during --warmup, then freeze)", choices=_kernels, group=MANUAL,
-           check=_kernel_object),
-    Option("keep_adapting", "float", "gadmala/gadrwm: after the warm-up keep adapting, the "
-           "learning rate decaying as (1 + t)^-DECAY", low=0.0, high=1.0, metavar="DECAY",
-           group=MANUAL),
-    Option("step_size", "float", "the step size eps (gadmala/gadrwm: the factor's scale)",
-           low=0.0, high=1e6, open="low", group=MANUAL),
-    _count("num_leapfrog", "leapfrog steps L (HMC)", high=10**7, group=MANUAL),
-    Option("refresh_angle", "float", "partial momentum refreshment angle (HMC)",
-           low=0.0, high=math.pi / 2, open="low", group=MANUAL),
-    Option("jitter", "float", "step-size jitter j: each step is eps U(1 - j, 1 + j)",
-           low=0.0, high=1.0, open="high", group=MANUAL),
-    Option("inverse_mass", "value", "inverse mass: a number, or a .npy file holding a "
-           "vector or matrix", metavar="NUMBER|FILE", group=MANUAL),
-    _count("super_transitions", "number of super-transitions", group=MANUAL),
-    _count("budget", "gradients per chain per super-transition (S)", group=MANUAL),
-    _count("warmup", "warm-up super-transitions (draws not kept)", low=0, group=MANUAL),
-    _count("adapt_until", "freeze the tuner's best setting after this many "
-           "super-transitions", low=0, group=MANUAL),
-    Option("tuner", "choice", "what sets the kernel's parameters between super-transitions",
-           choices=TUNER_CHOICES, group=MANUAL),
-    Option("grid", "value", "values of the grid tuner, e.g. --grid step_size=0.1,0.2 "
-           "(repeatable)", metavar="NAME=V1,V2,...", group=MANUAL),
-    Option("box", "value", "a bandit's search box, e.g. --box step_size=0.01:1 "
-           "(repeatable)", metavar="NAME=LOW:HIGH", group=MANUAL),
-    Option("schedule", "choice", "a bandit's adoption-probability schedule",
-           choices=("exp", "poly", "geometric", "constant"), group=MANUAL),
-    Option("anneal_rate", "float", "the schedule's parameter (exp 0.05, poly 0.5, "
-           "geometric 0.99, constant 1)", low=0.0, high=1e3, group=MANUAL),
-    Option("target_accept", "float", "target acceptance rate of dual averaging",
-           low=0.0, high=1.0, open="both", group=MANUAL),
-    Option("objective", "value", "the bandit's reward: esjd, esjd-sqrt-l, chees, ess-lag1, "
-           "autocorrelation, min-ess or module:function", group=MANUAL,
-           check=_number_or_callable("objective")),
-    Option("max_divergence_rate", "float", "a super-transition fails only when more than "
-           "this fraction of its steps diverged (default 0)", low=0.0, high=1.0,
-           open="high", group=MANUAL),
-    Option("adapt_mass", "choice", "estimate the inverse mass during the warm-up",
-           choices=("diag", "dense"), group=MANUAL),
-    _count("mass_warmup", "super-transitions of mass adaptation (default: all of --warmup)",
-           low=0, group=MANUAL),
-)
-
-DECLARED = {o.name: o for o in (*RUN_OPTIONS, *RECIPE_OPTIONS)}
-
 
 def check_value(option: Option, value: Any) -> Any:
     """``value`` checked against ``option``'s declaration and returned (an integral float
@@ -193,21 +106,25 @@ def check_value(option: Option, value: Any) -> Any:
                               f"got {value!r}")
         return value
     if option.kind == "bool" and not isinstance(value, bool):
-        raise OptionError(option.name, f"must be True or False, got {_show(value)}")
+        raise OptionError(option.name, f"must be True or False, got {show_value(value)}")
     if option.kind == "str" and not isinstance(value, str):
-        raise OptionError(option.name, f"must be a string, got {_show(value)}")
+        raise OptionError(option.name, f"must be a string, got {show_value(value)}")
     if option.check is not None:
         option.check(value)
     elif option.kind == "choice":
         raise OptionError(option.name, f"must be one of {', '.join(option.allowed())}, got "
-                          f"{_show(value)}")
+                          f"{show_value(value)}")
     return value
 
 
-def check_options(values: Mapping[str, Any], declared: Mapping[str, Option] = DECLARED
+def check_options(values: Mapping[str, Any], declared: Mapping[str, Option] | None = None
                   ) -> dict:
     """The declared ``values`` checked (`check_value`); names not declared pass as they
     are (the recipe refuses those it does not take)."""
+    if declared is None:
+        from adaptmc.declarations import declarations
+
+        declared = declarations()
     return {k: check_value(declared[k], v) if k in declared else v for k, v in values.items()}
 
 
@@ -255,18 +172,18 @@ def _scalar(value: Any):
 def _integer(name: str, value: Any) -> int:
     number = _scalar(value)
     if number is None:
-        raise OptionError(name, f"must be an integer, got {_show(value)}")
+        raise OptionError(name, f"must be an integer, got {show_value(value)}")
     if isinstance(number, numbers.Integral):
         return int(number)
     if not math.isfinite(number) or not float(number).is_integer():
-        raise OptionError(name, f"must be an integer, got {_show(value)}")
+        raise OptionError(name, f"must be an integer, got {show_value(value)}")
     return int(number)
 
 
 def _real(name: str, value: Any) -> float:
     number = _scalar(value)
     if number is None:
-        raise OptionError(name, f"must be a number, got {_show(value)}")
+        raise OptionError(name, f"must be a number, got {show_value(value)}")
     value = float(number)
     if not math.isfinite(value):
         raise OptionError(name, f"must be a finite number, got {value}")
@@ -299,7 +216,7 @@ def _fmt(number: float) -> str:
     return f"{number:g}" if isinstance(number, float) else str(number)
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
     text = repr(value)
     text = text if len(text) <= 40 else text[:37] + "..."
     return f"{text} ({type(value).__name__})"

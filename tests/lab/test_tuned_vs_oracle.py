@@ -48,7 +48,7 @@ def test_tuned_plan_is_gp_ucb_in_log_eps_l_after_the_mass_warmup():
                                       "esjd-sqrt-l", mass_warmup=15, freeze=True)
     assert isinstance(plan, recipes.Plan) and plan.kernel.name == "hmc"
     assert plan.params.jitter == tuned_vs_oracle.HMC_JITTER
-    assert plan.objective is OBJECTIVES["esjd-sqrt-l"]
+    assert plan.objective is OBJECTIVES["esjd-sqrt-l"].reward
     assert (plan.num_warmup, plan.adapt_until, plan.num_super_transitions) == (20, 20, 40)
     assert plan.box.names == ("step_size", "num_leapfrog") and all(plan.box.log)
     assert list(plan.box.lower) == [0.01, 1] and list(plan.box.upper) == [1.0, 100]

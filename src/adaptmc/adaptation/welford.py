@@ -1,6 +1,8 @@
-"""Welford accumulation of a mean and a sum of squares over batches of draws (Welford 1962;
-Chan, Golub & LeVeque 1979 for the batch merge), and Stan's regularised covariance estimate
-from it (Stan Reference Manual, "HMC algorithm parameters")."""
+"""Welford accumulation of a mean and a sum of squares, the one estimator every warm-up and
+kernel uses: one draw at a time inside compiled code (`welford_step`, Welford 1962) or a
+batch of draws on the host (`welford_update`, Chan, Golub & LeVeque 1979 for the merge), and
+Stan's regularised covariance estimate from it (Stan Reference Manual, "HMC algorithm
+parameters")."""
 
 from __future__ import annotations
 
@@ -8,15 +10,16 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def welford_step(mean, scatter, count, x):
-    """Add one draw ``x: (dim,)`` to a running mean ``(dim,)`` and scatter matrix
-    ``(dim, dim)`` (sum of outer products of deviations) over ``count`` draws (Welford 1962),
-    in JAX so it runs inside a kernel step; returns the three updated."""
+def welford_step(mean, m2, count, x):
+    """Add one draw ``x: (dim,)`` to a running mean ``(dim,)`` and sum of squared deviations
+    ``m2`` over ``count`` draws (Welford 1962): ``(dim,)`` per coordinate, or ``(dim, dim)``
+    the scatter matrix (sum of outer products of deviations). In JAX, so it runs inside a
+    kernel step or a compiled warm-up; returns the three updated."""
     count = count + 1.0
     delta = x - mean
     mean = mean + delta / count
-    scatter = scatter + jnp.outer(delta, x - mean)
-    return mean, scatter, count
+    m2 = m2 + (jnp.outer(delta, x - mean) if m2.ndim == 2 else delta * (x - mean))
+    return mean, m2, count
 
 
 def welford_update(count, mean, m2, draws: np.ndarray, dense: bool):

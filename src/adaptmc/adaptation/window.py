@@ -54,7 +54,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from adaptmc.adaptation.first_step import reasonable_step_size
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_inverse_mass
+from adaptmc.adaptation.welford import welford_step
 from adaptmc.targets.base import QUICK_COMPILE, compiled
 
 MAX_RHAT_LP = 1.05
@@ -91,48 +93,6 @@ class Warmup(NamedTuple):
     stages: tuple[str, ...]
     wall_s: float
     compile_s: float
-
-
-def reasonable_step_size(key, target, position, step_size: float = 1.0,
-                         max_iter: int = 100, inverse_mass=None) -> tuple[float, int]:
-    """Hoffman & Gelman (2014, Alg. 4): double (or halve) ``step_size`` while one leapfrog
-    step from ``position`` with momentum ``N(0, M)`` has acceptance above (below) 1/2;
-    returns the step and the gradient evaluations spent (one per trial and one at the
-    start). ``inverse_mass``: a diagonal ``M^{-1}`` ``(dim,)`` (default the identity). The
-    first trial, which sets the direction, runs inside the loop, so the compiled program
-    holds the model's gradient twice (the start and the trial), not three times."""
-    scale = jnp.ones_like(position) if inverse_mass is None else inverse_mass
-    momentum = jax.random.normal(key, position.shape, position.dtype) / jnp.sqrt(scale)
-    logdensity, grad = target.logdensity_and_grad(position)
-    kinetic = 0.5 * momentum @ (scale * momentum)
-
-    def above_half(log_eps):
-        eps = jnp.exp(log_eps)
-        p = momentum + 0.5 * eps * grad
-        x = position + eps * scale * p
-        new_logdensity, new_grad = target.logdensity_and_grad(x)
-        p = p + 0.5 * eps * new_grad
-        delta = new_logdensity - 0.5 * p @ (scale * p) - logdensity + kinetic
-        return jnp.where(jnp.isfinite(delta), delta, -jnp.inf) > math.log(0.5)
-
-    def cond(carry):
-        _, count, still, _ = carry
-        return still & (count < max_iter)
-
-    def body(carry):
-        # count -1: the first trial at step_size sets the direction; then one doubling
-        # (or halving) per trial until the acceptance crosses 1/2
-        log_eps, count, _, first = carry
-        trial = jnp.where(count < 0, log_eps,
-                          log_eps + jnp.where(first, 1.0, -1.0) * math.log(2.0))
-        above = above_half(trial)
-        first = jnp.where(count < 0, above, first)
-        return trial, count + 1, above == first, first
-
-    start = (jnp.log(jnp.asarray(step_size, position.dtype)), -1, True, False)
-    log_eps, count, _, _ = jax.lax.while_loop(cond, body, start)
-    # gradients: the start, the first trial, and one per doubling (or halving)
-    return jnp.exp(log_eps), count + 2
 
 
 def _first_steps(target):
@@ -204,6 +164,7 @@ def _program(target, num_steps, kind, target_accept):
         def body(carry, inputs):
             state, da, inverse_mass, welford = carry
             (stage, window_end), key = inputs
+            end = window_end == 1
             eps = jnp.exp(da.log_step_size)
             state, info = kernel(key, state, target.logdensity, eps, as_blackjax(inverse_mass))
             da = da_update(da, info.acceptance_rate)
@@ -211,11 +172,9 @@ def _program(target, num_steps, kind, target_accept):
                 welford = jax.lax.cond(stage == 1, _welford_add, lambda w, x, g: w, welford,
                                        state.position, state.logdensity_grad)
                 new_mass = estimate(welford, dense)
-                inverse_mass = jnp.where(window_end == 1, new_mass, inverse_mass)
-                welford = jax.tree.map(lambda z, w: jnp.where(window_end == 1, z, w), zeros,
-                                       welford)
-            da = jax.tree.map(lambda fresh, old: jnp.where(window_end == 1, fresh, old),
-                              da_init(da_final(da)), da)
+                inverse_mass = jnp.where(end, new_mass, inverse_mass)
+                welford = jax.tree.map(lambda z, w: jnp.where(end, z, w), zeros, welford)
+            da = jax.tree.map(lambda f, o: jnp.where(end, f, o), da_init(da_final(da)), da)
             out = (state.position, state.logdensity_grad, state.logdensity,
                    info.num_integration_steps, info.is_divergent)
             return (state, da, inverse_mass, welford), out
@@ -230,15 +189,10 @@ def _program(target, num_steps, kind, target_accept):
 
 def _welford_add(welford, x, g):
     """Add one draw ``x`` and its gradient ``g`` to ``(count, mean_x, m2_x, mean_g, m2_g)``
-    (Welford 1962); ``m2_x`` is ``(dim,)`` or ``(dim, dim)``."""
+    (`welford_step`); ``m2_x`` is ``(dim,)`` or ``(dim, dim)``."""
     count, mean_x, m2_x, mean_g, m2_g = welford
-    count = count + 1.0
-    dx = x - mean_x
-    mean_x = mean_x + dx / count
-    m2_x = m2_x + (jnp.outer(dx, x - mean_x) if m2_x.ndim == 2 else dx * (x - mean_x))
-    dg = g - mean_g
-    mean_g = mean_g + dg / count
-    m2_g = m2_g + dg * (g - mean_g)
+    mean_x, m2_x, _ = welford_step(mean_x, m2_x, count, x)
+    mean_g, m2_g, count = welford_step(mean_g, m2_g, count, g)
     return count, mean_x, m2_x, mean_g, m2_g
 
 

@@ -52,7 +52,7 @@ def _sample(args, target, options: dict, resume: bool) -> int:
 
     plan = build(args.recipe, target, **options)
     starts = _starts(args, target)
-    if plan.kernel.name.startswith(("gadmala", "gadrwm")) and args.step_size is None:
+    if plan.kernel.initial_step is not None and getattr(args, "step_size", None) is None:
         print(f"initial factor L = {float(plan.params.step_size):.3g} I (Hoffman & Gelman's "
               "heuristic; --step-size sets it)")
     result = run(target, plan, options=run_options(
@@ -178,14 +178,16 @@ def cmd_resume(args) -> int:
 def _check_saved(run_dir: str, saved: dict, defaults: dict) -> None:
     """The options a run folder's config.json recorded, checked as the command line's are
     (`adaptmc.options`): a bad value names the file and the field."""
-    from adaptmc.options import DECLARED, OptionError, check_value
+    from adaptmc.declarations import declarations
+    from adaptmc.options import OptionError, check_value
     from adaptmc.recipes import RECIPES
 
+    declared = declarations()
     where = f"{str(Path(run_dir) / 'config.json')!r} is damaged"
     try:
         for name, value in saved.items():
-            if name in DECLARED:
-                check_value(DECLARED[name], value)
+            if name in declared:
+                check_value(declared[name], value)
             elif name in ("target", "recipe", "out") and not isinstance(value, str):
                 raise OptionError(name, f"must be a string, got {value!r}")
             elif isinstance(defaults.get(name), bool) and not isinstance(value, bool):

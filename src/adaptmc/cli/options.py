@@ -72,7 +72,8 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``adaptmc sample``, generated from their declarations
     (`adaptmc.options`): the run's, then the recipes' (default: the recipe's; an option the
     recipe does not take is refused)."""
-    from adaptmc.options import ADAPTIVE, MANUAL, RECIPE_OPTIONS, RUN_OPTIONS
+    from adaptmc.declarations import recipe_declarations
+    from adaptmc.options import ADAPTIVE, MANUAL, RUN_OPTIONS
     from adaptmc.recipes import DEFAULT_RECIPE, RECIPES
 
     run = p.add_argument_group("run options")
@@ -104,9 +105,10 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     titles = {ADAPTIVE: "adaptive-hmc and adaptive-portfolio options",
               MANUAL: "manual options (also bandit-hmc, gradient-adaptive, hmc-da, "
                       "hmc-grid where they take them)"}
+    declared = recipe_declarations()
     for group, title in titles.items():
         section = p.add_argument_group(title)
-        for option in RECIPE_OPTIONS:
+        for option in declared:
             if option.group == group:
                 add_declared(section, option)
 
@@ -128,9 +130,9 @@ def add_declared(group, option) -> None:
     if option.kind == "choice":
         choices = option.allowed()
         kwargs.update(choices=choices, metavar="NAME" if len(choices) > 4 else None)
-        if len(choices) > 4:
+        if len(choices) > 4 and not all(c in option.help for c in choices):
             notes.append(f"one of {', '.join(choices)}")
-    elif option.kind == "value":
+    elif option.kind in ("value", "array"):
         kwargs["action"] = "append" if option.name in ("grid", "box") else "store"
     else:
         kwargs["type"] = parse
@@ -151,21 +153,18 @@ def short_range(option) -> str:
     return f"{name} in " + describe_range(option).split(" in ", 1)[1]
 
 
-def recipe_flags() -> tuple[str, ...]:
-    from adaptmc.options import RECIPE_OPTIONS
-
-    return tuple(o.name for o in RECIPE_OPTIONS)
-
-
 def recipe_options(args) -> dict:
     """The recipe options given on the command line, parsed, under the recipe's names
     (``--adapt-mass`` is the ``metric`` of recipes that take one); the seed is passed too."""
+    from adaptmc.declarations import recipe_declarations
     from adaptmc.recipes import recipe_options as accepted
 
-    given = {name: getattr(args, name, None) for name in recipe_flags()}
+    declared = recipe_declarations()
+    given = {o.name: getattr(args, o.name, None) for o in declared}
     given = {name: value for name, value in given.items() if value is not None}
-    if "inverse_mass" in given:
-        given["inverse_mass"] = _inverse_mass(given["inverse_mass"])
+    for option in declared:
+        if option.kind == "array" and option.name in given:
+            given[option.name] = _array(given[option.name], option.name)
     if "grid" in given:
         given["grid"] = parse_items(given["grid"], "--grid", "NAME=V1,V2,...", _grid_values)
     if "box" in given:
@@ -206,23 +205,26 @@ def _box_bounds(text: str) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def _inverse_mass(text: str):
+def _array(text: str, name: str):
+    """A number, or the array of a ``.npy`` file, for the array parameter ``name``."""
     import numpy as np
+
+    from adaptmc.options import flag
 
     try:
         return float(text)
     except ValueError:
         path = Path(text)
         if not path.is_file():
-            raise ValueError(f"--inverse-mass {text!r}: no such file") from None
+            raise ValueError(f"{flag(name)} {text!r}: no such file") from None
         from adaptmc.io import load_npy
 
-        inverse_mass = load_npy(path)
-        if not np.issubdtype(inverse_mass.dtype, np.floating) \
-                and not np.issubdtype(inverse_mass.dtype, np.integer):
-            raise ValueError(f"--inverse-mass {text!r}: expected real numbers, got "
-                             f"{inverse_mass.dtype}") from None
-        return inverse_mass
+        array = load_npy(path)
+        if not np.issubdtype(array.dtype, np.floating) \
+                and not np.issubdtype(array.dtype, np.integer):
+            raise ValueError(f"{flag(name)} {text!r}: expected real numbers, got "
+                             f"{array.dtype}") from None
+        return array
 
 
 def _number(text: str):

@@ -1,7 +1,7 @@
 """Transition kernels: pure ``init`` / ``step`` functions with parameters at call time."""
 
 from adaptmc.kernels.adaptive_metropolis import AMParams, AMState, adaptive_metropolis
-from adaptmc.kernels.base import Kernel, StepInfo, Tunable
+from adaptmc.kernels.base import Kernel, Param, StepInfo, Tunable
 from adaptmc.kernels.discrete import (
     KawasakiParams,
     SAWParams,
@@ -61,6 +61,7 @@ __all__ = [
     "LowRankInverseMass",
     "MALAParams",
     "MSDParams",
+    "Param",
     "ManifoldState",
     "MALAState",
     "RMHMCParams",

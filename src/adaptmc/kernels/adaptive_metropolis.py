@@ -20,6 +20,7 @@ import jax.numpy as jnp
 
 from adaptmc.adaptation.welford import welford_step
 from adaptmc.kernels.base import (
+    STEP_SIZE,
     Kernel,
     StepInfo,
     Tunable,
@@ -123,4 +124,5 @@ def check_params(params: AMParams, dim: int | None = None) -> None:
 
 TUNABLES = (Tunable("step_size", bounds=(0.01, 1.0), label="eps", stat="step_size"),)
 
-adaptive_metropolis = Kernel("am", init, step, cost, check_params, AMParams, TUNABLES)
+adaptive_metropolis = Kernel("am", init, step, cost, check_params, AMParams, TUNABLES,
+                             (STEP_SIZE,), adapts_in_step=True)

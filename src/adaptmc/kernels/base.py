@@ -12,7 +12,13 @@ A kernel is pure functions over an explicit state (BlackJAX's shape):
 - ``check_params(params, dim=None)``: raise `ValueError` on an invalid setting; with the
   target's ``dim``, also on vector or matrix parameters of the wrong shape;
 - ``tunables``: the `Tunable` parameters a tuner may set between super-transitions (name,
-  integer or real, default search box, the label and per-draw statistic the run records).
+  integer or real, default search box, the label and per-draw statistic the run records);
+- ``parameters``: the `Param` fields a user may set (name, type, range, help; the default is
+  the ``Params`` field's), from which the command line's flags and the keywords of
+  `adaptmc.recipes.manual` are generated;
+- capabilities as fields: ``initial_step`` (the proposal, ``"mala"`` or ``"rwm"``, whose
+  first-step heuristic sets a step size left unset), ``adapts_in_step`` (an ``adapt`` switch
+  in ``Params``: the kernel adapts inside every step during warm-up).
 
 Kernels that adapt inside every step (gradient-based adaptive MALA) keep their adapted
 quantities in their state and return them with it; discrete kernels (Ising moves) have
@@ -21,6 +27,7 @@ integer positions and report ``num_grads`` as log-density evaluations.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -64,7 +71,8 @@ class Tunable:
     default search box ``(lower, upper)`` (None: no default, a box must be given); log:
     searched in log scale by default; label: short name for progress bars (default: name);
     stat: name of the per-draw ``sample_stats`` column that records the value in force
-    (None: not recorded).
+    (None: not recorded); cost_factor: a step's gradient cost grows in proportion to it (HMC's
+    ``L``), so a default box caps it to leave a super-transition enough draws.
     """
 
     name: str
@@ -73,14 +81,46 @@ class Tunable:
     log: bool = False
     label: str | None = None
     stat: str | None = None
+    cost_factor: bool = False
 
     def __post_init__(self):
         if self.label is None:
             object.__setattr__(self, "label", self.name)
 
 
+@dataclass(frozen=True)
+class Param:
+    """A ``Params`` field a user may set, declared once: the command line's flag and the
+    keyword of `adaptmc.recipes.manual` are generated from it.
+
+    name: the ``Params`` field; kind: ``"int"``, ``"float"`` or ``"array"`` (a number or an
+    array: on the command line a number or a ``.npy`` file); help: one line; low, high: the
+    range (``open`` names the ends excluded: ``"low"``, ``"high"``, ``"both"``). The default
+    is the ``Params`` field's default. Kernels sharing a name share its kind and range.
+    """
+
+    name: str
+    kind: str
+    help: str
+    low: float | None = None
+    high: float | None = None
+    open: str = ""
+    metavar: str | None = None
+
+
+STEP_SIZE = Param("step_size", "float", "the step size eps", 0.0, 1e6, "low")
+NUM_LEAPFROG = Param("num_leapfrog", "int", "leapfrog steps L", 1, 10**7)
+INVERSE_MASS = Param("inverse_mass", "array", "inverse mass: a number, or a .npy file "
+                     "holding a vector or matrix", metavar="NUMBER|FILE")
+REFRESH_ANGLE = Param("refresh_angle", "float", "partial momentum refreshment angle",
+                      0.0, math.pi / 2, "low")
+JITTER = Param("jitter", "float", "step-size jitter j: each step is eps U(1 - j, 1 + j)",
+               0.0, 1.0, "high")
+
+
 class Kernel(NamedTuple):
-    """A transition kernel as four functions, its parameter type and its tunables."""
+    """A transition kernel as four functions, its parameter type, its tunables, the
+    parameters a user may set and its capabilities (module docstring)."""
 
     name: str
     init: Callable[[Array, Any], Any]
@@ -89,6 +129,9 @@ class Kernel(NamedTuple):
     check_params: Callable[..., None]
     Params: type
     tunables: tuple[Tunable, ...] = ()
+    parameters: tuple[Param, ...] = ()
+    initial_step: str | None = None
+    adapts_in_step: bool = False
 
 
 def metropolis_hastings(key, log_ratio, num_grads) -> tuple[Array, StepInfo]:

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from adaptmc.kernels.base import Kernel, Tunable, metropolis_hastings, select
+from adaptmc.kernels.base import Kernel, Param, Tunable, metropolis_hastings, select
 
 Array = jax.Array
 
@@ -300,7 +300,11 @@ def saw_check_params(params: SAWParams, dim: int | None = None) -> None:
 SAW_TUNABLES = (Tunable("walk_length", integer=True, bounds=(1, 50), label="L"),
                 Tunable("gamma", bounds=(0.0, 1.6), label="gamma"))
 
-saw = Kernel("saw", spin_init, saw_step, saw_cost, saw_check_params, SAWParams, SAW_TUNABLES)
+SAW_PARAMETERS = (Param("walk_length", "int", "flips of a walk L", 1, 10**6),
+                  Param("gamma", "float", "the walk's inverse temperature", 0.0, 1e6))
+
+saw = Kernel("saw", spin_init, saw_step, saw_cost, saw_check_params, SAWParams, SAW_TUNABLES,
+             SAW_PARAMETERS)
 
 
 # --- Kawasaki pair exchange ------------------------------------------------------------------

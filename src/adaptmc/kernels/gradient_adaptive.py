@@ -49,15 +49,16 @@ compared with the target covariance (see `scaled_covariance_error`).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
-from adaptmc.adaptation.bracketing import bracket_step
+from adaptmc.adaptation.first_step import first_step
 from adaptmc.kernels.base import (
+    STEP_SIZE,
     Kernel,
     StepInfo,
     Tunable,
@@ -247,34 +248,34 @@ def initial_step_size(key: Array, target, position, *, proposal: str = "mala",
                       step_size: float = 0.1, num_draws: int = 10,
                       max_doublings: int = 60) -> float:
     """A starting ``h`` for the factor ``L = h I``: Hoffman & Gelman's (2014, Algorithm 4)
-    heuristic for HMC, applied to one gadMALA (or gadRWM) proposal. From ``step_size``,
-    ``h`` is doubled while, or halved until, the mean acceptance probability of
-    ``num_draws`` proposals from ``position`` (fixed noise from ``key``; a non-finite
-    ``log r`` counts as 0) exceeds 1/2; returns the largest ``h`` seen above 1/2. Without it
-    a chain started where the gradient is huge (an over-dispersed start on a posteriordb
-    posterior, gradients of order 1e6) rejects every proposal at ``h = 0.1`` and never
-    moves: rejected proposals with a non-finite ``log r`` carry no gradient to learn from."""
+    heuristic (`adaptmc.adaptation.first_step.first_step`) applied to one gadMALA (or gadRWM)
+    proposal. From ``step_size``, ``h`` is doubled while, or halved until, the mean
+    acceptance probability of ``num_draws`` proposals from ``position`` (fixed noise from
+    ``key``; a non-finite ``log r`` counts as 0) exceeds 1/2; returns the largest ``h`` seen
+    above 1/2. Without it a chain started where the gradient is huge (an over-dispersed
+    start on a posteriordb posterior, gradients of order 1e6) rejects every proposal at
+    ``h = 0.1`` and never moves: rejected proposals with a non-finite ``log r`` carry no
+    gradient to learn from."""
     make = {"mala": _mala_proposal, "rwm": _rwm_proposal}[proposal]
     position = jnp.asarray(position)
     logdensity, grad = target.logdensity_and_grad(position)
     state = GADState(position, logdensity, grad, {}, None, None, None)
     eps = jax.random.normal(key, (num_draws, *position.shape), position.dtype)
 
-    @jax.jit
-    def acceptance(log_h):
+    def above_half(log_h):
         factor = {"log_diag": jnp.full(position.shape, log_h, position.dtype)}
         log_r = jax.vmap(lambda e: make(factor, state, e, target, False)[3])(eps)
         prob = jnp.exp(jnp.minimum(0.0, log_r))
-        return jnp.mean(jnp.where(jnp.isfinite(log_r), prob, 0.0))
+        return jnp.mean(jnp.where(jnp.isfinite(log_r), prob, 0.0)) > 0.5
 
-    log_h, bracket = math.log(step_size), np.array([-np.inf, np.inf])
-    for _ in range(max_doublings):
-        log_h, bracket = bracket_step(log_h, bracket, bool(acceptance(log_h) > 0.5))
-        if np.all(np.isfinite(bracket)):  # crossed 1/2: stop before bisecting
-            break
-    best = bracket[0] if np.isfinite(bracket[0]) else log_h
-    # only doublings and halvings were made: return step_size * 2^k exactly, not exp(log)
-    return float(step_size) * 2.0 ** round((best - math.log(step_size)) / math.log(2.0))
+    start = jnp.asarray(math.log(step_size), position.dtype)
+    _, trials, up, flipped = jax.jit(lambda: first_step(above_half, start,
+                                                        max_doublings - 1))()
+    trials, up, flipped = int(trials), bool(up), bool(flipped)
+    # the largest h above 1/2: up, the trial before the flip (or the last); down, the flip
+    # (or one halving below the last); powers of 2 exactly, not exp(log)
+    doublings = trials - 1 - flipped if up else -(trials - 1) - (not flipped)
+    return float(step_size) * 2.0 ** doublings
 
 
 def _make_step(proposal, exact: bool, needs_grad_when_frozen: bool):
@@ -348,6 +349,9 @@ def check_params(params, dim: int | None = None) -> None:
 # the initial factor ``L = step_size * I``; the factor itself adapts in the state
 TUNABLES = (Tunable("step_size", bounds=(0.01, 1.0), label="eps", stat="step_size"),)
 
+PARAMETERS = (replace(STEP_SIZE, help="the initial factor's scale h (L = h I; default: "
+                      "Hoffman & Gelman's heuristic at the start)"),)
+
 PARAMETRISATIONS = ("scaled", "direct", "diagonal")
 
 
@@ -365,7 +369,7 @@ def make_gadrwm(parametrisation: str = "scaled") -> Kernel:
     name = _kernel_name("gadrwm", parametrisation)
     step = _make_step(_rwm_proposal, exact=False, needs_grad_when_frozen=False)
     return Kernel(name, _make_init(parametrisation), step, _make_cost(False), check_params,
-                  GADRWMParams, TUNABLES)
+                  GADRWMParams, TUNABLES, PARAMETERS, initial_step="rwm", adapts_in_step=True)
 
 
 def make_gadmala(exact: bool = False, parametrisation: str = "scaled") -> Kernel:
@@ -374,7 +378,7 @@ def make_gadmala(exact: bool = False, parametrisation: str = "scaled") -> Kernel
     name = _kernel_name("gadmala" + ("-exact" if exact else ""), parametrisation)
     step = _make_step(_mala_proposal, exact=exact, needs_grad_when_frozen=True)
     return Kernel(name, _make_init(parametrisation), step, _make_cost(exact), check_params,
-                  GADMALAParams, TUNABLES)
+                  GADMALAParams, TUNABLES, PARAMETERS, initial_step="mala", adapts_in_step=True)
 
 
 gadrwm = make_gadrwm()

@@ -15,6 +15,11 @@ import jax
 import jax.numpy as jnp
 
 from adaptmc.kernels.base import (
+    INVERSE_MASS,
+    JITTER,
+    NUM_LEAPFROG,
+    REFRESH_ANGLE,
+    STEP_SIZE,
     Kernel,
     StepInfo,
     Tunable,
@@ -119,7 +124,10 @@ def check_params(params: HMCParams, dim: int | None = None) -> None:
 
 TUNABLES = (
     Tunable("step_size", bounds=(0.01, 1.0), label="eps", stat="step_size"),
-    Tunable("num_leapfrog", integer=True, bounds=(1, 100), label="L", stat="n_steps"),
+    Tunable("num_leapfrog", integer=True, bounds=(1, 100), label="L", stat="n_steps",
+            cost_factor=True),
 )
 
-hmc = Kernel("hmc", init, step, cost, check_params, HMCParams, TUNABLES)
+PARAMETERS = (STEP_SIZE, NUM_LEAPFROG, INVERSE_MASS, REFRESH_ANGLE, JITTER)
+
+hmc = Kernel("hmc", init, step, cost, check_params, HMCParams, TUNABLES, PARAMETERS)

@@ -233,17 +233,10 @@ def _anderson(update, start, max_iterations, tolerance, memory: int):
     return f, (change <= tolerance) & jnp.all(jnp.isfinite(f)), count
 
 
-def generalized_leapfrog(
-    state: IntegratorState,
-    step_size,
-    logdensity_and_grad: Callable,
-    metric: RiemannianMetric,
-    terms: MetricTerms,
-    log_det_weight=1.0,
-    max_iterations=20,
-    tolerance=1e-8,
-    memory: int = 0,
-) -> tuple[IntegratorState, MetricTerms, ImplicitInfo]:
+def generalized_leapfrog(state: IntegratorState, step_size, logdensity_and_grad: Callable,
+                         metric: RiemannianMetric, terms: MetricTerms, log_det_weight=1.0,
+                         max_iterations=20, tolerance=1e-8, memory: int = 0
+                         ) -> tuple[IntegratorState, MetricTerms, ImplicitInfo]:
     """One step of the generalised leapfrog for ``H(q, p) = -log pi(q) + w log|G(q)| / 2 +
     p^T G(q)^-1 p / 2`` (Girolami & Calderhead 2011, eqs. 16-18; Leimkuhler & Reich 2004):
 

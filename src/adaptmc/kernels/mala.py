@@ -10,6 +10,8 @@ import jax
 import jax.numpy as jnp
 
 from adaptmc.kernels.base import (
+    INVERSE_MASS,
+    STEP_SIZE,
     Kernel,
     StepInfo,
     Tunable,
@@ -74,4 +76,5 @@ def check_params(params: MALAParams, dim: int | None = None) -> None:
 
 TUNABLES = (Tunable("step_size", bounds=(0.01, 1.0), label="eps", stat="step_size"),)
 
-mala = Kernel("mala", init, step, cost, check_params, MALAParams, TUNABLES)
+mala = Kernel("mala", init, step, cost, check_params, MALAParams, TUNABLES,
+              (STEP_SIZE, INVERSE_MASS))

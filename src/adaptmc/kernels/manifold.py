@@ -45,6 +45,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.kernels.base import (
+    NUM_LEAPFROG,
+    REFRESH_ANGLE,
+    STEP_SIZE,
     Kernel,
     StepInfo,
     Tunable,
@@ -253,7 +256,8 @@ def rmhmc_kernel(metric: RiemannianMetric | None = None, name: str = "rmhmc",
     def init_state(position, target) -> ManifoldState:
         return _init(position, target, metric)
 
-    return Kernel(name, init_state, step, cost, _rmhmc_check, RMHMCParams, RMHMC_TUNABLES)
+    return Kernel(name, init_state, step, cost, _rmhmc_check, RMHMCParams, RMHMC_TUNABLES,
+                  (STEP_SIZE, NUM_LEAPFROG, REFRESH_ANGLE))
 
 
 def msd_kernel(metric: RiemannianMetric | None = None, name: str = "msd",
@@ -271,7 +275,8 @@ def msd_kernel(metric: RiemannianMetric | None = None, name: str = "msd",
     def init_state(position, target) -> ManifoldState:
         return _init(position, target, metric)
 
-    return Kernel(name, init_state, step, cost, _check_common, MSDParams, MSD_TUNABLES)
+    return Kernel(name, init_state, step, cost, _check_common, MSDParams, MSD_TUNABLES,
+                  (STEP_SIZE, REFRESH_ANGLE))
 
 
 rmhmc = rmhmc_kernel()

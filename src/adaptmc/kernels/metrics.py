@@ -275,22 +275,6 @@ def fisher_metric(
     return user_metric(matrix, cost, name="fisher")
 
 
-def logistic_fisher_metric(
-    features: Array, prior_precision: float | Array, regulariser: float = 0.0
-) -> RiemannianMetric:
-    """Bayesian logistic regression's metric ``X^T diag(s (1 - s)) X + prior precision``,
-    ``s = sigmoid(X q)`` (Girolami & Calderhead 2011, Sec. 7; Zlochin & Baram 2000, eq. 9).
-    One evaluation is one pass ``X q`` and one weighted ``X^T W X``: counted as one
-    gradient-equivalent (its flops are ``n dim^2``, a gradient's ``n dim``; say so)."""
-    features = jnp.asarray(features)
-
-    def fisher(position):
-        s = jax.nn.sigmoid(features @ position)
-        return (features * (s * (1.0 - s))[:, None]).T @ features
-
-    return fisher_metric(fisher, prior_precision, cost=1.0, regulariser=regulariser)
-
-
 def hessian_metric(logdensity: Callable[[Array], Array], dim: int,
                    regulariser: float = 0.0) -> RiemannianMetric:
     """The negative Hessian of the log density plus ``lambda I``: the fallback for a target

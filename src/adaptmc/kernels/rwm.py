@@ -9,6 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from adaptmc.kernels.base import (
+    INVERSE_MASS,
+    STEP_SIZE,
     Kernel,
     StepInfo,
     Tunable,
@@ -65,4 +67,5 @@ def check_params(params: RWMParams, dim: int | None = None) -> None:
 
 TUNABLES = (Tunable("step_size", bounds=(0.01, 1.0), label="eps", stat="step_size"),)
 
-rwm = Kernel("rwm", init, step, cost, check_params, RWMParams, TUNABLES)
+rwm = Kernel("rwm", init, step, cost, check_params, RWMParams, TUNABLES,
+             (STEP_SIZE, INVERSE_MASS))

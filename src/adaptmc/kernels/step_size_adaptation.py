@@ -115,4 +115,4 @@ def with_step_size_adaptation(kernel: Kernel, target_acceptance: float = 0.8,
 
     # the inner kernel's tunables: ``step_size`` is the initial step of the dual averaging
     return Kernel(name or f"{kernel.name}-da", init, step, cost, check_params, Params,
-                  kernel.tunables)
+                  kernel.tunables, kernel.parameters, kernel.initial_step, adapts_in_step=True)

@@ -32,7 +32,7 @@ from adaptmc.recipes.classic import (
     hmc_grid,
     manual,
 )
-from adaptmc.recipes.parts import BANDIT_TUNERS, TUNER_CHOICES, hmc_box, make_tuner
+from adaptmc.recipes.parts import hmc_box, make_tuner
 from adaptmc.recipes.plan import Plan, Prepared, check_plan
 from adaptmc.recipes.portfolio import adaptive_portfolio
 from adaptmc.targets.base import Target
@@ -56,9 +56,23 @@ def get_recipe(name: str) -> Callable[..., Plan]:
 
 
 def recipe_options(name: str) -> tuple[str, ...]:
-    """The keyword options recipe ``name`` takes (besides the target)."""
-    signature = inspect.signature(get_recipe(name))
-    return tuple(p for p in signature.parameters if p not in ("target", "name"))
+    """The keyword options recipe ``name`` takes (besides the target); a recipe taking
+    ``**params`` (`manual`) takes the parameters the kernels of `adaptmc.kernels.KERNELS`
+    declare."""
+    parameters = inspect.signature(get_recipe(name)).parameters.values()
+    names = [p.name for p in parameters
+             if p.name not in ("target", "name") and p.kind != p.VAR_KEYWORD]
+    if any(p.kind == p.VAR_KEYWORD for p in parameters):
+        names += [p for p in kernel_parameters() if p not in names]
+    return tuple(names)
+
+
+def kernel_parameters() -> tuple[str, ...]:
+    """The names of the parameters the kernels declare, each once."""
+    from adaptmc.kernels import KERNELS
+
+    names = [param.name for kernel in KERNELS.values() for param in kernel.parameters]
+    return tuple(dict.fromkeys(names))
 
 
 def build(name: str, target: Target, **options) -> Plan:
@@ -73,10 +87,8 @@ def build(name: str, target: Target, **options) -> Plan:
 
 
 __all__ = [
-    "BANDIT_TUNERS",
     "DEFAULT_RECIPE",
     "RECIPES",
-    "TUNER_CHOICES",
     "Plan",
     "Prepared",
     "adaptive_hmc",

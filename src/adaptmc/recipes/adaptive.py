@@ -54,7 +54,7 @@ from adaptmc import tuners
 from adaptmc.adaptation.early import METRICS
 from adaptmc.adaptation.early_stage import EarlyWarmupStage
 from adaptmc.kernels import HMCParams, hmc
-from adaptmc.recipes.parts import BANDIT_TUNERS, make_bandit, objective_from_name
+from adaptmc.recipes.parts import make_bandit, objective_from_name
 from adaptmc.recipes.plan import Plan, Prepared, check_plan, options_of, sampling_length
 from adaptmc.targets.base import Target
 from adaptmc.tuners.base import Tuner
@@ -158,9 +158,9 @@ def adaptive_hmc(
     seed
         Unused here (the warm-up takes the run's key); accepted for a uniform interface.
     """
-    if tuner not in BANDIT_TUNERS:
-        raise ValueError(f"adaptive-hmc tunes with a bandit ({', '.join(BANDIT_TUNERS)}), "
-                         f"not {tuner!r}")
+    if tuner not in tuners.bandit_tuners():
+        raise ValueError(f"adaptive-hmc tunes with a bandit "
+                         f"({', '.join(tuners.bandit_tuners())}), not {tuner!r}")
     check_sizes(metric, budget, warmup_steps=warmup_steps, tuning=tuning, draws=draws)
     if stop_rule not in STOP_TOLERANCES:
         raise ValueError(f"stop_rule must be one of {', '.join(STOP_TOLERANCES)}, "

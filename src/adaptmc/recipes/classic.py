@@ -25,10 +25,9 @@ from typing import Any
 import numpy as np
 
 from adaptmc import tuners
-from adaptmc.kernels import Kernel
+from adaptmc.kernels import KERNELS, Kernel
 from adaptmc.objectives import tolerating_divergences
 from adaptmc.recipes.parts import (
-    BANDIT_TUNERS,
     in_step_adaptation,
     initial_step,
     kernel_from_name,
@@ -39,84 +38,75 @@ from adaptmc.recipes.parts import (
 )
 from adaptmc.recipes.plan import Plan, check_plan, options_of, sampling_length
 from adaptmc.targets.base import Target
+from adaptmc.tuners import TUNERS, bandit_tuners
 
 
-def manual(
-    target: Target,
-    *,
-    kernel: str | Kernel = "hmc",
-    step_size: float | None = None,
-    num_leapfrog: int | None = None,
-    refresh_angle: float | None = None,
-    jitter: float | None = None,
-    inverse_mass: Any = None,
-    tuner: str = "fixed",
-    objective: str | Callable | None = "esjd",
-    box: tuners.Box | dict | None = None,
-    grid: dict | None = None,
-    schedule: str | None = None,
-    anneal_rate: float | None = None,
-    target_accept: float = 0.8,
-    warmup: int = 5,
-    adapt_until: int | None = None,
-    adapt_mass: str | None = None,
-    mass_warmup: int | None = None,
-    keep_adapting: float | None = None,
-    max_divergence_rate: float = 0.0,
-    super_transitions: int | None = None,
-    budget: int = 1000,
-    draws: int | None = None,
-    seed: int = 0,
-    name: str = "manual",
-) -> Plan:
-    """Any kernel (`adaptmc.kernels.KERNELS`) with any tuner (`TUNER_CHOICES`): the
+def manual(target: Target, *, kernel: str | Kernel = "hmc", tuner: str = "fixed",
+           objective: str | Callable | None = "esjd", box: tuners.Box | dict | None = None,
+           grid: dict | None = None, schedule: str | None = None,
+           anneal_rate: float | None = None, target_accept: float = 0.8, warmup: int = 5,
+           adapt_until: int | None = None, adapt_mass: str | None = None,
+           mass_warmup: int | None = None, keep_adapting: float | None = None,
+           max_divergence_rate: float = 0.0, super_transitions: int | None = None,
+           budget: int = 1000, draws: int | None = None, seed: int = 0,
+           name: str = "manual", **params: Any) -> Plan:
+    """Any kernel (`adaptmc.kernels.KERNELS`) with any tuner (`adaptmc.tuners.TUNERS`): the
     command line's general form, and what the named recipes are made of.
 
-    Kernel parameters left None keep the kernel's defaults, except gadMALA/gadRWM's step,
-    which starts from Hoffman & Gelman's heuristic at the target's initial position
-    (`adaptmc.kernels.gradient_adaptive.initial_step_size`; from a posteriordb start, where
-    gradients reach 1e5, ``h = 0.1`` rejects every proposal). Kernels that adapt inside every
-    step (an ``adapt`` parameter) adapt during ``warmup`` and are then frozen, or, with
-    ``keep_adapting`` (gadMALA/gadRWM), go on with a learning rate decaying as
+    ``params``: the kernel's parameters (those its ``parameters`` declare, e.g.
+    ``step_size``, ``num_leapfrog``); left out, the kernel's defaults, except the step of a
+    kernel with an ``initial_step`` (gadMALA/gadRWM), which starts from Hoffman & Gelman's
+    heuristic at the target's initial position (`adaptmc.adaptation.first_step`; from a
+    posteriordb start, where gradients reach 1e5, ``h = 0.1`` rejects every proposal).
+    Kernels that adapt inside every step (``adapts_in_step``) adapt during ``warmup`` and
+    are then frozen, or, with ``keep_adapting``, go on with a learning rate decaying as
     ``(1 + t)^-keep_adapting``. ``adapt_mass`` (``"diag"`` or ``"dense"``) wraps the tuner
     in the mass-matrix warm-up of `adaptmc.tuners.mass` for the first ``mass_warmup``
     (default: all of ``warmup``) super-transitions; a bandit is warm-started from its
-    terminal window. ``max_divergence_rate > 0``: a super-transition fails (a NaN reward, a
-    failed arm) only when more than that fraction of its steps diverged
-    (`adaptmc.tuners.tolerate_divergences`, `adaptmc.objectives.tolerating_divergences`),
-    for kernels whose divergences are rare numerical events of an exactly corrected step
-    (RMHMC's and MSD's fixed points); 0 keeps the strict rule. The run's length:
-    ``draws`` kept draws per chain after the ``warmup`` super-transitions, exactly
-    (`sized`), or ``super_transitions`` super-transitions (default 50), not both.
+    terminal window. ``max_divergence_rate > 0``: a super-transition fails only when more
+    than that fraction of its steps diverged (`adaptmc.tuners.tolerate_divergences`), for
+    kernels whose divergences are rare numerical events of an exactly corrected step
+    (RMHMC's and MSD's fixed points). The run's length: ``draws`` kept draws per chain after
+    the ``warmup`` super-transitions, exactly (`sized`), or ``super_transitions``
+    super-transitions (default 50), not both.
     """
     if not 0.0 <= max_divergence_rate < 1.0:
         raise ValueError(f"max_divergence_rate must be in [0, 1), got {max_divergence_rate}")
+    options = options_of({**locals(), **params})
     kernel = kernel_from_name(kernel)
-    params = kernel_params(kernel, step_size=step_size, num_leapfrog=num_leapfrog,
-                           refresh_angle=refresh_angle, jitter=jitter, inverse_mass=inverse_mass)
-    kernel.check_params(params)
-    if step_size is None and kernel.name.startswith(("gadmala", "gadrwm")):
-        params = params._replace(step_size=initial_step(target, kernel, seed))
+    values = starting_params(target, kernel, params, seed)
     made, bandit_box = make_tuner(tuner, kernel, budget=budget, box=box, grid=grid,
                                   schedule=schedule, anneal_rate=anneal_rate,
-                                  step_size=step_size, target_accept=target_accept)
-    if ("adapt" in kernel.Params._fields and tuner == "fixed") or keep_adapting is not None:
+                                  step_size=params.get("step_size"),
+                                  target_accept=target_accept)
+    if (kernel.adapts_in_step and tuner == "fixed") or keep_adapting is not None:
         made = in_step_adaptation(kernel, keep_adapting)
-        adapt_until = warmup if adapt_until is None else adapt_until
+        adapt_until = options["adapt_until"] = warmup if adapt_until is None else adapt_until
     plot_skip = 0
     if adapt_mass is not None:
-        made, plot_skip = with_mass_warmup(made, kernel, target.dim, params, adapt_mass,
-                                            warmup, mass_warmup, inverse_mass, step_size,
-                                            warm_start=tuner in BANDIT_TUNERS)
+        made, plot_skip = with_mass_warmup(made, kernel, target.dim, values, adapt_mass,
+                                            warmup, mass_warmup, params.get("inverse_mass"),
+                                            params.get("step_size"),
+                                            warm_start=TUNERS[tuner].box)
     reward = objective_from_name(objective)
     if max_divergence_rate:
         made = tuners.tolerate_divergences(made, max_divergence_rate)
         reward = None if reward is None else tolerating_divergences(reward, max_divergence_rate)
-    options = options_of(locals())
-    plan = sized(Plan(name, kernel, params, made, reward, 1, budget, warmup, adapt_until,
+    plan = sized(Plan(name, kernel, values, made, reward, 1, budget, warmup, adapt_until,
                       bandit_box, plot_skip, options), super_transitions, draws)
     check_plan(plan)
     return plan
+
+
+def starting_params(target: Target, kernel: Kernel, params: dict, seed: int) -> Any:
+    """The kernel's ``Params`` from ``params`` (None or left out: the kernel's default),
+    checked; a kernel with an ``initial_step`` and no step given starts from Hoffman &
+    Gelman's heuristic."""
+    values = kernel_params(kernel, **params)
+    kernel.check_params(values)
+    if params.get("step_size") is None and kernel.initial_step is not None:
+        values = values._replace(step_size=initial_step(target, kernel, seed))
+    return values
 
 
 def sized(plan: Plan, super_transitions: int | None, draws: int | None) -> Plan:
@@ -166,8 +156,8 @@ def bandit_hmc(
     adopting with annealed probability). Length: ``draws`` kept draws per chain, or
     ``super_transitions`` (default 80), as `manual`.
     """
-    if tuner not in BANDIT_TUNERS:
-        raise ValueError(f"bandit-hmc tunes with a bandit ({', '.join(BANDIT_TUNERS)}), "
+    if tuner not in bandit_tuners():
+        raise ValueError(f"bandit-hmc tunes with a bandit ({', '.join(bandit_tuners())}), "
                          f"not {tuner!r}")
     return manual(target, kernel="hmc", jitter=jitter, step_size=step_size, tuner=tuner,
                   objective=objective, box=box, schedule=schedule, anneal_rate=anneal_rate,
@@ -195,8 +185,10 @@ def gradient_adaptive(
     ``h`` (unless ``step_size`` is given), then is frozen (or keeps adapting with a decaying
     rate, ``keep_adapting``). Length: ``draws`` kept draws per chain, or ``super_transitions``
     (default 40), as `manual`."""
-    if not kernel.startswith(("gadmala", "gadrwm")):
-        raise ValueError(f"gradient-adaptive runs gadmala* or gadrwm* kernels, not {kernel!r}")
+    if not _gradient_adaptive(kernel):
+        names = ", ".join(n for n, k in KERNELS.items() if _gradient_adaptive(k))
+        raise ValueError(f"gradient-adaptive runs a kernel that adapts inside every step from "
+                         f"Hoffman & Gelman's initial step ({names}), not {kernel!r}")
     return manual(target, kernel=kernel, step_size=step_size, tuner="fixed", objective=None,
                   warmup=warmup, keep_adapting=keep_adapting,
                   super_transitions=_default(super_transitions, draws, 40), budget=budget,
@@ -258,6 +250,11 @@ def hmc_grid(
                   mass_warmup=mass_warmup,
                   super_transitions=_default(super_transitions, draws, 40), budget=budget,
                   draws=draws, seed=seed, name="hmc-grid")
+
+
+def _gradient_adaptive(kernel: str | Kernel) -> bool:
+    kernel = KERNELS.get(kernel) if isinstance(kernel, str) else kernel
+    return kernel is not None and kernel.adapts_in_step and kernel.initial_step is not None
 
 
 def _default(super_transitions: int | None, draws: int | None, default: int) -> int | None:

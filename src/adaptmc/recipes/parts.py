@@ -9,12 +9,12 @@ from typing import Any
 import jax
 
 from adaptmc import tuners
-from adaptmc.kernels import KERNELS, Kernel, hmc
+from adaptmc.kernels import KERNELS, Kernel
 from adaptmc.objectives import OBJECTIVES
-from adaptmc.options import BANDIT_TUNERS, TUNER_CHOICES  # noqa: F401 (declared there)
 from adaptmc.recipes.plan import MIN_DRAWS
 from adaptmc.spec import load_object
 from adaptmc.targets.base import Target
+from adaptmc.tuners import TUNERS, bandit_tuners
 from adaptmc.tuners.base import Tuner
 
 
@@ -34,7 +34,7 @@ def objective_from_name(spec: str | Callable | None) -> Callable | None:
     if spec is None or callable(spec):
         return spec
     if spec in OBJECTIVES:
-        return OBJECTIVES[spec]
+        return OBJECTIVES[spec].reward
     if ":" not in spec:
         raise ValueError(f"unknown objective {spec!r}; choose one of {', '.join(OBJECTIVES)} "
                          "or give module:function")
@@ -62,26 +62,31 @@ def kernel_params(kernel: Kernel, **overrides) -> Any:
 
 
 def default_box(kernel: Kernel, budget: int) -> tuners.Box:
-    """A bandit's default box for ``kernel``: HMC's `hmc_box` with ``L`` capped so that a
-    super-transition holds at least `MIN_DRAWS` draws; other kernels: the default bounds
-    their tunables declare (`adaptmc.tuners.box_from_tunables`)."""
-    if kernel.name != hmc.name:
-        tunables = [t for t in kernel.tunables if t.bounds is not None]
-        if not tunables:
-            raise ValueError(f"kernel {kernel.name!r} declares no tunable parameter with a "
-                             "default box; give the box")
-        return tuners.box_from_tunables(tunables)
-    top = 100 if budget >= MIN_DRAWS * 100 else max(2, budget // MIN_DRAWS)
-    return hmc_box(num_leapfrog=(1, top))
+    """A bandit's default box for ``kernel``: the default bounds its tunables declare
+    (`adaptmc.tuners.box_from_tunables`; HMC's are `hmc_box`'s), a ``cost_factor`` tunable
+    (HMC's ``L``) capped so that a super-transition of ``budget`` gradients holds at least
+    `MIN_DRAWS` draws."""
+    tunables = [t for t in kernel.tunables if t.bounds is not None]
+    if not tunables:
+        raise ValueError(f"kernel {kernel.name!r} declares no tunable parameter with a "
+                         "default box; give the box")
+    capped = {t.name: (t.bounds[0], _capped(t.bounds[1], budget)) for t in tunables
+              if t.cost_factor}
+    return tuners.box_from_tunables(tunables, bounds=capped)
+
+
+def _capped(top: float, budget: int) -> float:
+    return top if budget >= MIN_DRAWS * top else max(2, budget // MIN_DRAWS)
 
 
 def make_bandit(name: str, box: tuners.Box, schedule: str | None = None,
                 anneal_rate: float | None = None, initial: dict | None = None,
                 moving: bool = True, extend_after: int | None = None,
                 limits: dict | None = None) -> Tuner:
-    """A bandit tuner of `BANDIT_TUNERS` over ``box`` with an adoption schedule (None: the
-    tuner's own default; see `adaptmc.tuners.SCHEDULES`), starting from ``initial`` (None:
-    the policy's own first draw; random search always draws). With ``moving`` and a positive
+    """A bandit of `adaptmc.tuners.TUNERS` (a tuner that searches a box) over ``box`` with an
+    adoption schedule (None: the tuner's own default; see `adaptmc.tuners.SCHEDULES`),
+    starting from ``initial`` (None: the policy's own first draw; random search always
+    draws). With ``moving`` and a positive
     ``step_size`` range, the box is a `adaptmc.tuners.moving_box`: while every setting tried
     has failed, the step's range shrinks below the smallest failure; after ``extend_after``
     updates (None: never) an edge holding the best setting extends, within ``limits``."""
@@ -99,41 +104,32 @@ def make_bandit(name: str, box: tuners.Box, schedule: str | None = None,
                              f"{', '.join(tuners.SCHEDULES)}")
         make = tuners.SCHEDULES[schedule]
         made = make() if anneal_rate is None else make(anneal_rate)
-    if name == "random":
-        return tuners.random_search(box, schedule=made)
-    bandits = {"gp-ucb": tuners.gp_ucb, "parametric": tuners.parametric,
-               "hedge": tuners.hedge, "sir": tuners.sir}
-    if name not in bandits:
-        raise ValueError(f"unknown bandit {name!r}; choose one of {', '.join(BANDIT_TUNERS)}")
-    return bandits[name](box, schedule=made, initial=initial)
+    if name not in bandit_tuners():
+        raise ValueError(f"unknown bandit {name!r}; choose one of {', '.join(bandit_tuners())}")
+    return TUNERS[name].make(box, schedule=made, initial=initial)
 
 
 def make_tuner(name: str, kernel: Kernel, *, budget: int, box: tuners.Box | dict | None = None,
                grid: dict | None = None, schedule: str | None = None,
                anneal_rate: float | None = None, step_size: float | None = None,
                target_accept: float = 0.8) -> tuple[Tuner, tuners.Box | None]:
-    """The tuner named ``name`` (`TUNER_CHOICES`) and its box (None for non-bandits).
+    """The tuner named ``name`` (`adaptmc.tuners.TUNERS`) and its box (None for those that
+    search none).
 
     ``box`` is a `Box` or ``{name: (low, high)}`` overriding the kernel's default box;
     ``grid`` maps parameter names to the values of the grid tuner."""
+    if name not in TUNERS:
+        raise ValueError(f"unknown tuner {name!r}; choose one of {', '.join(TUNERS)}")
     if grid and name != "grid":
         raise ValueError("a grid needs the grid tuner")
-    if name in BANDIT_TUNERS:
+    if TUNERS[name].box:
         bandit_box = _bandit_box(kernel, budget, box)
         return make_bandit(name, bandit_box, schedule, anneal_rate), bandit_box
     if box is not None or schedule is not None or anneal_rate is not None:
         raise ValueError(f"a box and a schedule apply to bandit tuners "
-                         f"({', '.join(BANDIT_TUNERS)}), not {name!r}")
-    if name == "fixed":
-        return tuners.fixed(), None
-    if name == "grid":
-        if not grid:
-            raise ValueError("the grid tuner needs values, e.g. {'num_leapfrog': [5, 10]}")
-        return tuners.grid(grid), None
-    if name == "dual-averaging":
-        start = 0.1 if step_size is None else step_size
-        return tuners.dual_averaging_tuner(start, target_accept=target_accept), None
-    raise ValueError(f"unknown tuner {name!r}; choose one of {', '.join(TUNER_CHOICES)}")
+                         f"({', '.join(bandit_tuners())}), not {name!r}")
+    settings = {"grid": grid, "step_size": step_size, "target_accept": target_accept}
+    return TUNERS[name].make(settings), None
 
 
 def _bandit_box(kernel: Kernel, budget: int, box) -> tuners.Box:
@@ -169,11 +165,12 @@ def in_step_adaptation(kernel: Kernel, keep_adapting: float | None) -> Tuner:
 
 
 def initial_step(target: Target, kernel: Kernel, seed: int) -> float:
+    """The first step of a kernel with an ``initial_step`` proposal (gadMALA, gadRWM) from
+    Hoffman & Gelman's heuristic at the target's initial position."""
     from adaptmc.kernels.gradient_adaptive import initial_step_size
 
-    proposal = "mala" if kernel.name.startswith("gadmala") else "rwm"
     return initial_step_size(jax.random.key(seed), target, target.initial_position,
-                             proposal=proposal)
+                             proposal=kernel.initial_step)
 
 
 def with_mass_warmup(tuner: Tuner, kernel: Kernel, dim: int, params: Any, metric: str,

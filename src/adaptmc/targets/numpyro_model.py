@@ -20,13 +20,8 @@ INIT_SEED = 0
 """The PRNG seed of NumPyro's initialisation strategy: the same model gives the same start."""
 
 
-def from_numpyro(
-    model: Callable[..., Any],
-    *model_args: Any,
-    name: str | None = None,
-    init: dict[str, Any] | Callable | None = None,
-    **model_kwargs: Any,
-) -> Target:
+def from_numpyro(model: Callable[..., Any], *model_args: Any, name: str | None = None,
+                 init: dict[str, Any] | Callable | None = None, **model_kwargs: Any) -> Target:
     """The posterior of a NumPyro model over its unconstrained latent sites.
 
     Parameters
@@ -65,33 +60,20 @@ def from_numpyro(
 
     seeded = handlers.seed(model, rng_seed=INIT_SEED)
     _check_continuous(handlers.trace(seeded).get_trace(*model_args, **model_kwargs))
-    if init is None:
-        strategy = init_to_uniform
-    elif isinstance(init, dict):
-        strategy = init_to_value(values=init)
-    else:
-        strategy = init
-    model_info = initialize_model(
-        jax.random.key(INIT_SEED),
-        model,
-        init_strategy=strategy,
-        model_args=model_args,
-        model_kwargs=model_kwargs,
-        dynamic_args=False,
-    )
+    strategy = init_to_uniform if init is None else \
+        init_to_value(values=init) if isinstance(init, dict) else init
+    model_info = initialize_model(jax.random.key(INIT_SEED), model, init_strategy=strategy,
+                                  model_args=model_args, model_kwargs=model_kwargs,
+                                  dynamic_args=False)
     potential = model_info.potential_fn
     unconstrained = model_info.param_info.z
 
     def constrain(params: dict[str, Array]) -> dict[str, Array]:
         return constrain_fn(model, model_args, model_kwargs, params, return_deterministic=True)
 
-    return make_target(
-        lambda params: -potential(params),
-        unconstrained,
-        name=name or getattr(model, "__name__", "numpyro-model"),
-        info={"source": "numpyro"},
-        constrain=constrain,
-    )
+    return make_target(lambda params: -potential(params), unconstrained,
+                       name=name or getattr(model, "__name__", "numpyro-model"),
+                       info={"source": "numpyro"}, constrain=constrain)
 
 
 def _check_continuous(trace: dict) -> None:

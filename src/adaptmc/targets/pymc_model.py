@@ -56,15 +56,11 @@ def from_pymc(model: Any, name: str | None = None) -> Target:
         raise ValueError("the PyMC model has no free random variables")
     discrete = [v.name for v in values if v.dtype.startswith(("int", "uint", "bool"))]
     if discrete:
-        raise ValueError(
-            f"PyMC variables {discrete} are discrete; adaptmc samples continuous parameters "
-            "only (marginalise them out or observe them)"
-        )
+        raise ValueError(f"PyMC variables {discrete} are discrete; adaptmc samples continuous "
+                         "parameters only (marginalise them out or observe them)")
     logp_graph = get_jaxified_graph(inputs=values, outputs=[model.logp()])
     free = list(model.free_RVs) + list(model.deterministics)
-    constrain_graph = get_jaxified_graph(
-        inputs=values, outputs=model.replace_rvs_by_values(free)
-    )
+    constrain_graph = get_jaxified_graph(inputs=values, outputs=model.replace_rvs_by_values(free))
     point = model.initial_point()
     initial = {v.name: jnp.asarray(np.asarray(point[v.name])) for v in values}
     order = [v.name for v in values]
@@ -76,10 +72,5 @@ def from_pymc(model: Any, name: str | None = None) -> Target:
         out = constrain_graph(*(params[n] for n in order))
         return {rv.name: x for rv, x in zip(free, out, strict=True)}
 
-    return make_target(
-        logdensity,
-        initial,
-        name=name or model.name or "pymc-model",
-        info={"source": "pymc"},
-        constrain=constrain,
-    )
+    return make_target(logdensity, initial, name=name or model.name or "pymc-model",
+                       info={"source": "pymc"}, constrain=constrain)

@@ -9,6 +9,8 @@ optimisation:
   hyperparameters ``GPConfig`` / ``NIGConfig`` and fits over a box);
 - acquisitions: `adaptmc.tuners.acquisition` (UCB, EI, PI, Student-t EI, Hedge);
 - the acquisition optimiser: `adaptmc.tuners.optimise` (batched DIRECT);
+- by name: `TUNERS` (`adaptmc.tuners.named`), the dict the recipes and the command line
+  read; a new tuner is one module and one entry there;
 - policies: `adaptmc.tuners.policies` (`gp_ucb`, `parametric`, `hedge`, `sir`,
   `random_search`) over the annealed adoption rule of `adaptmc.tuners.annealed`; baselines
   `fixed`, `grid` and `dual_averaging_tuner`.
@@ -45,6 +47,7 @@ from adaptmc.tuners.fixed import fixed, grid
 from adaptmc.tuners.freeze import freeze
 from adaptmc.tuners.mass import mass_adaptation
 from adaptmc.tuners.moving_box import moving_box
+from adaptmc.tuners.named import TUNERS, TunerEntry, bandit_tuners
 from adaptmc.tuners.policies import gp_ucb, hedge, parametric, random_search, sir
 from adaptmc.tuners.schedules import SCHEDULES, constant, exponential, geometric, polynomial
 from adaptmc.tuners.step_size import dual_averaging_tuner
@@ -54,6 +57,9 @@ from adaptmc.tuners.warmup import switch_after_warmup
 
 __all__ = [
     "SCHEDULES",
+    "TUNERS",
+    "TunerEntry",
+    "bandit_tuners",
     "Box",
     "Tuner",
     "Wrapper",

@@ -50,31 +50,13 @@ def freeze(inner: Tuner, after: int) -> Tuner:
             "inner": inner_state,
         }
 
-    def frozen_proposal(state) -> dict:
-        proposal = {}
-        for key, value in state["frozen"].items():
-            value = np.asarray(value)
-            if bool(state["present"][key]):  # scalars as Python numbers (int stays int)
-                proposal[key] = value.item() if value.ndim == 0 else value
-        return proposal
-
     def propose(key, state):
         if int(state["updates"]) < after:
             proposal, inner_state = inner.propose(key, state["inner"])
             return proposal, {**state, "inner": inner_state}
         if not bool(state["is_frozen"]):
-            best = inner.best(state["inner"])
-            unknown = set(best) - set(state["frozen"])
-            if unknown:
-                raise ValueError(f"{inner.name!r}: best gave {sorted(unknown)}, which neither "
-                                 "its names nor its initial best have")
-            state = {
-                **state,
-                "is_frozen": np.asarray(True),
-                "frozen": {k: np.asarray(best.get(k, np.nan)) for k in state["frozen"]},
-                "present": {k: np.asarray(k in best) for k in state["frozen"]},
-            }
-        return frozen_proposal(state), state
+            state = _frozen(inner, state)
+        return _frozen_proposal(state), state
 
     def update(state, proposal, reward, stats):
         updates = int(state["updates"])
@@ -84,7 +66,7 @@ def freeze(inner: Tuner, after: int) -> Tuner:
 
     def best(state):
         if bool(state["is_frozen"]):
-            return frozen_proposal(state)
+            return _frozen_proposal(state)
         return inner.best(state["inner"])
 
     def describe(state):
@@ -92,3 +74,24 @@ def freeze(inner: Tuner, after: int) -> Tuner:
                 "inner": describe_inner(inner, state["inner"])}
 
     return Tuner(f"freeze+{inner.name}", names, init, propose, update, best, describe)
+
+
+def _frozen(inner: Tuner, state: dict) -> dict:
+    """``state`` frozen at ``inner.best`` of its inner state."""
+    best = inner.best(state["inner"])
+    unknown = set(best) - set(state["frozen"])
+    if unknown:
+        raise ValueError(f"{inner.name!r}: best gave {sorted(unknown)}, which neither its "
+                         "names nor its initial best have")
+    return {**state, "is_frozen": np.asarray(True),
+            "frozen": {k: np.asarray(best.get(k, np.nan)) for k in state["frozen"]},
+            "present": {k: np.asarray(k in best) for k in state["frozen"]}}
+
+
+def _frozen_proposal(state: dict) -> dict:
+    proposal = {}
+    for key, value in state["frozen"].items():
+        value = np.asarray(value)
+        if bool(state["present"][key]):  # scalars as Python numbers (int stays int)
+            proposal[key] = value.item() if value.ndim == 0 else value
+    return proposal

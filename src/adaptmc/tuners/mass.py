@@ -58,37 +58,19 @@ def terminal_length(num_warmup: int) -> int:
     return max(1, num_warmup // 5)
 
 
-def mass_adaptation(
-    inner: Tuner,
-    dim: int,
-    num_warmup: int,
-    *,
-    dense: bool = False,
-    initial_step_size: float = 0.1,
-    warmup_num_leapfrog: int = 10,
-    target_accept: float = 0.8,
-    warm_start: bool = False,
-) -> Tuner:
-    """Wrap ``inner`` with warm-up mass-matrix and step-size adaptation (see module).
-
-    Parameters
-    ----------
-    inner
-        The tuner that acts after warm-up (it must not set ``inverse_mass`` itself).
-    dim
-        The target's dimension.
-    num_warmup
-        Super-transitions of warm-up (give the run the same ``num_warmup`` so their draws are
-        not kept); at least 3.
-    dense
-        Estimate a dense covariance instead of its diagonal.
-    warm_start
-        Pass the terminal warm-up super-transitions (final metric) to ``inner.update`` as
-        observations of ``(step_size, num_leapfrog)``. Only for tuners whose ``update`` records
-        any setting it is given (the policies of `adaptmc.tuners.policies`), not for ``grid``
-        or ``dual_averaging_tuner``, whose updates assume their own proposal; and only when
-        ``inner`` tunes nothing but step size and leapfrog steps.
-    """
+def mass_adaptation(inner: Tuner, dim: int, num_warmup: int, *, dense: bool = False,
+                    initial_step_size: float = 0.1, warmup_num_leapfrog: int = 10,
+                    target_accept: float = 0.8, warm_start: bool = False) -> Tuner:
+    """Wrap ``inner`` with warm-up mass-matrix and step-size adaptation (see module): the
+    first ``num_warmup`` super-transitions (at least 3; give the run the same ``num_warmup``
+    so their draws are not kept) estimate the inverse mass of a ``dim``-dimensional target
+    (``dense``: a dense covariance, else its diagonal); then ``inner`` acts (it must not set
+    ``inverse_mass`` itself). ``warm_start``: pass the terminal warm-up super-transitions
+    (final metric) to ``inner.update`` as observations of ``(step_size, num_leapfrog)``; only
+    for tuners whose ``update`` records any setting it is given (the policies of
+    `adaptmc.tuners.policies`), not ``grid`` or ``dual_averaging_tuner``, whose updates
+    assume their own proposal, and only when ``inner`` tunes nothing but step size and
+    leapfrog steps."""
     _check_mass_args(inner, dim, num_warmup, warm_start)
     terminal = terminal_length(num_warmup)
     ends = window_ends(num_warmup - terminal)
@@ -123,12 +105,13 @@ def mass_adaptation(
         proposal.setdefault("step_size", _final_step_size(state))
         return {**proposal, "inverse_mass": state["inverse_mass"]}
 
+    facts = {"wrapper": "mass_adaptation", "dim": dim, "num_warmup": num_warmup,
+             "dense": dense, "initial_step_size": float(initial_step_size),
+             "warmup_num_leapfrog": warmup_num_leapfrog, "target_accept": target_accept,
+             "warm_start": warm_start, "terminal": terminal}
+
     def describe(state):
-        return {"wrapper": "mass_adaptation", "dim": dim, "num_warmup": num_warmup,
-                "dense": dense, "initial_step_size": float(initial_step_size),
-                "warmup_num_leapfrog": warmup_num_leapfrog, "target_accept": target_accept,
-                "warm_start": warm_start, "terminal": terminal,
-                "inner": describe_inner(inner, state["inner"])}
+        return {**facts, "inner": describe_inner(inner, state["inner"])}
 
     return Tuner(f"mass+{inner.name}", names, init, propose, update, best, describe)
 

@@ -74,28 +74,15 @@ def moving_box(make: MakePolicy, box: Box, *, initial: dict | None = None,
                extend_after: int | None = None,
                limits: dict[str, tuple[float, float]] | None = None) -> Tuner:
     """The policy ``make(box, initial)`` in a box that shrinks while every reward fails and
-    extends once, after ``extend_after`` updates, past an edge where the best setting lies
-    (see the module docstring).
-
-    Parameters
-    ----------
-    make
-        Builds the policy over a box from a first setting (e.g. ``lambda box, initial:
-        gp_ucb(box, initial=initial)``).
-    box
-        The box given; its ``name`` range must be positive.
-    initial
-        The first setting in ``box`` (None: the policy's own first draw).
-    name
-        The parameter whose range shrinks (a step size: failures are monotone in it).
-    factor
-        ``F > 1`` of the shrink rule ``[lower, upper] -> [min(lower, eps_f / F), eps_f]``.
-    extend_after
-        Updates after which an edge holding the best setting is extended (None: never).
-    limits
-        ``{name: (low, high)}`` no extension passes (default: integers stay >= 1 where the
-        box given has them so; every bound stays positive).
-    """
+    extends once, after ``extend_after`` updates (None: never), past an edge where the best
+    setting lies (see the module docstring). ``make`` builds the policy over a box from a
+    first setting (e.g. ``lambda box, initial: gp_ucb(box, initial=initial)``); ``initial``
+    is the first setting in ``box`` (None: the policy's own first draw); ``name`` the
+    parameter whose range shrinks (a step size: failures are monotone in it; its range in
+    ``box`` must be positive); ``factor`` the ``F > 1`` of the shrink rule ``[lower, upper]
+    -> [min(lower, eps_f / F), eps_f]``; ``limits`` the ``{name: (low, high)}`` no extension
+    passes (default: integers stay >= 1 where the box given has them so; every bound stays
+    positive)."""
     axis = _checked_axis(box, name, factor, extend_after)
     floor, ceiling = _limits(box, limits or {})
 
@@ -105,12 +92,7 @@ def moving_box(make: MakePolicy, box: Box, *, initial: dict | None = None,
         return make(moved, initial if int(state["shrinks"]) == 0 else None)
 
     def init(key):
-        state = {"seed": np.asarray(int(rng_from_key(key).integers(2**31))),
-                 "shrinks": np.asarray(0), "scored": np.asarray(False),
-                 "updates": np.asarray(0), "lower": np.asarray(box.lower, float),
-                 "upper": np.asarray(box.upper, float),
-                 "events": np.zeros((0, 2 + 2 * box.dim))}
-        return {**state, "inner": make(box, initial).init(key)}
+        return _initial_state(key, box, make(box, initial))
 
     def propose(key, state):
         proposal, inner_state = policy(state).propose(key, state["inner"])
@@ -130,12 +112,9 @@ def moving_box(make: MakePolicy, box: Box, *, initial: dict | None = None,
         return policy(state).best(state["inner"])
 
     def describe(state):
-        events = np.asarray(state["events"], float).reshape(-1, 2 + 2 * box.dim)
         return {"wrapper": "moving_box", "name": name, "factor": factor,
                 "extend_after": extend_after, "box_given": box_config(box),
-                "moves": [{"after_updates": int(row[0]), "rule": RULES[int(row[1])],
-                           "lower": row[2:2 + box.dim].tolist(),
-                           "upper": row[2 + box.dim:].tolist()} for row in events],
+                "moves": _moves(state, box),
                 "inner": describe_inner(policy(state), state["inner"])}
 
     def posterior(state):  # the policy's, over the box as it has moved
@@ -144,6 +123,22 @@ def moving_box(make: MakePolicy, box: Box, *, initial: dict | None = None,
     made = make(box, initial)
     return Tuner(f"moving-box+{made.name}", box.names, init, propose, update, best, describe,
                  posterior=None if made.posterior is None else posterior)
+
+
+def _initial_state(key, box: Box, policy: Tuner) -> dict:
+    state = {"seed": np.asarray(int(rng_from_key(key).integers(2**31))),
+             "shrinks": np.asarray(0), "scored": np.asarray(False),
+             "updates": np.asarray(0), "lower": np.asarray(box.lower, float),
+             "upper": np.asarray(box.upper, float), "events": np.zeros((0, 2 + 2 * box.dim))}
+    return {**state, "inner": policy.init(key)}
+
+
+def _moves(state: dict, box: Box) -> list[dict]:
+    """The box's moves so far, for ``describe``."""
+    events = np.asarray(state["events"], float).reshape(-1, 2 + 2 * box.dim)
+    return [{"after_updates": int(row[0]), "rule": RULES[int(row[1])],
+             "lower": row[2:2 + box.dim].tolist(), "upper": row[2 + box.dim:].tolist()}
+            for row in events]
 
 
 def _checked_axis(box: Box, name: str, factor: float, extend_after: int | None) -> int:

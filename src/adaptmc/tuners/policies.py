@@ -138,19 +138,10 @@ def gp_ucb(
     )
 
 
-def hedge(
-    box: Box,
-    *,
-    eta: float = 1.0,
-    xi: float = 0.01,
-    alpha: float = LENGTHSCALE_FRACTION,
-    signal_var: float = SIGNAL_VAR,
-    noise_var: float = NOISE_VAR,
-    delta: float = 0.1,
-    schedule: Schedule | None = None,
-    initial: dict | None = None,
-    maxfun: int | None = None,
-) -> Tuner:
+def hedge(box: Box, *, eta: float = 1.0, xi: float = 0.01, alpha: float = LENGTHSCALE_FRACTION,
+          signal_var: float = SIGNAL_VAR, noise_var: float = NOISE_VAR, delta: float = 0.1,
+          schedule: Schedule | None = None, initial: dict | None = None,
+          maxfun: int | None = None) -> Tuner:
     """GP-Hedge: a portfolio of PI, EI and UCB (Hoffman, Brochu & de Freitas 2011; used for
     adaptive MCMC by Mahendran et al. 2012).
 
@@ -169,14 +160,8 @@ def hedge(
 
     def new_point(rng, state, i, p):
         post = fit_gp(box, state, config)
-        tried = to_unit(box, unique_points(state["points"], state["rewards"])[0])
-        incumbent = float(np.max(gp_predict(post, tried)[0]))
-        beta = acq.ucb_beta(i, box.dim, delta)
-        acquisitions = {
-            "pi": lambda mu, sd: acq.probability_of_improvement(mu, sd, incumbent, xi),
-            "ei": lambda mu, sd: acq.expected_improvement(mu, sd, incumbent),
-            "ucb": lambda mu, sd: acq.ucb(mu, sd, beta, p),
-        }
+        acquisitions = _hedge_acquisitions(box, state, post, acq.ucb_beta(i, box.dim, delta),
+                                           p, xi)
         nominees = np.stack([
             direct_maximise(
                 lambda u, f=acquisitions[name]: f(*gp_predict(post, u)), box.dim, snap, maxfun
@@ -199,19 +184,28 @@ def hedge(
         state["choice"] = np.asarray(-1)
         return state
 
-    extra = {
-        "gains": np.zeros(len(HEDGE_ACQUISITIONS)),
-        "nominees": np.full((len(HEDGE_ACQUISITIONS), box.dim), np.nan),
-        "nominated": np.asarray(False),
-        "choice": np.asarray(-1),
-        "chosen": np.zeros(0, dtype=int),
-    }
+    extra = {"gains": np.zeros(len(HEDGE_ACQUISITIONS)),
+             "nominees": np.full((len(HEDGE_ACQUISITIONS), box.dim), np.nan),
+             "nominated": np.asarray(False), "choice": np.asarray(-1),
+             "chosen": np.zeros(0, dtype=int)}
     facts = policy_facts("hedge", box, schedule, initial, surrogate="gp", **config._asdict(),
                          acquisition="hedge", delta=delta, eta=eta, xi=xi, maxfun=maxfun)
     return Tuner("hedge", box.names, lambda key: base_state(box, extra),
                  annealed_propose(box, schedule, initial, new_point), update,
                  _gp_best(box, config, initial), lambda state: facts,
                  posterior=_gp_posterior(box, config))
+
+
+def _hedge_acquisitions(box: Box, state: dict, post, beta: float, p: float,
+                        xi: float) -> dict:
+    """GP-Hedge's portfolio ``{name: (mu, sd) -> value}``: PI (margin ``xi``) and EI over
+    the best predicted mean of the tried settings, and UCB with ``beta`` and adoption
+    probability ``p``."""
+    tried = to_unit(box, unique_points(state["points"], state["rewards"])[0])
+    incumbent = float(np.max(gp_predict(post, tried)[0]))
+    return {"pi": lambda mu, sd: acq.probability_of_improvement(mu, sd, incumbent, xi),
+            "ei": lambda mu, sd: acq.expected_improvement(mu, sd, incumbent),
+            "ucb": lambda mu, sd: acq.ucb(mu, sd, beta, p)}
 
 
 def sir(
@@ -313,11 +307,13 @@ def parametric(
                  best, describe)
 
 
-def random_search(box: Box, *, schedule: Schedule | None = None) -> Tuner:
+def random_search(box: Box, *, schedule: Schedule | None = None,
+                  initial: dict | None = None) -> Tuner:
     """A uniform draw from the box for every super-transition (Bergstra & Bengio 2012). Its
     proposals ignore the chain, so adapting forever is a valid mixture kernel; ``best`` is the
     tried setting with the highest mean reward. ``schedule`` (default: always new) can anneal
-    it like the bandits."""
+    it like the bandits; ``initial`` is taken for the bandits' signature and not used (the
+    first setting is a draw too)."""
     box = check_box(box)
     schedule = constant(1.0) if schedule is None else schedule
 

@@ -8,11 +8,11 @@ methods:
 
 - ``gp-hedge``: GP-Hedge over PI/EI/UCB tunes ``(L, gamma)`` on the talk's box for
   ``tune`` super-transitions of equal flips, rewarded by the windowed energy
-  autocorrelation ``h`` (`adaptmc.objectives.windowed_autocorrelation`, with the energy's
+  autocorrelation ``h`` (`energy_objective.windowed_autocorrelation`, with the energy's
   variance from the second half of the burn-in, the same for every setting), then freezes
   its best setting;
 - ``sir-mixture``: the SIR policy, then the mixture of ``M = 10`` resampled settings
-  (`adaptmc.tuners.sir_mixture`);
+  (`adaptmc_lab.experiments.sir_mixture`);
 - ``random``: random search over the box for as many super-transitions, then its best;
 - ``expert``: the talk's hand-set move (no tuning);
 - ``kawasaki``: single-pair-exchange Metropolis (no tuning).
@@ -36,10 +36,10 @@ import numpy as np
 
 from adaptmc import diagnostics
 from adaptmc.kernels.discrete import KawasakiParams, SAWParams, kawasaki, saw
-from adaptmc.objectives import windowed_autocorrelation
 from adaptmc.tuners import hedge, make_box, random_search
-from adaptmc.tuners.sir_mixture import sir_mixture
 from adaptmc_lab.experiments import checked_sizes
+from adaptmc_lab.experiments.energy_objective import windowed_autocorrelation
+from adaptmc_lab.experiments.sir_mixture import sir_mixture
 from adaptmc_lab.models import ising
 
 MIXTURE_SIZE = 10
