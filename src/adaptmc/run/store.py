@@ -223,9 +223,12 @@ def write_checkpoint(run_dir: Path, pending: list[dict], num_chunks: int, next_i
     io.atomic_savez_concatenated(io.chunk_path(run_dir, num_chunks), pending)
     pending.clear()
     num_chunks += 1
-    meta = {"next": next_index, "total_grads": total_grads, "chunks": num_chunks,
-            "adapt_stop": adapt_stop, "run": run_id(read_config(run_dir)["fingerprint"])}
-    arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+    # counters may be NumPy integers (a resumed record's); JSON takes Python ones
+    meta = {"next": int(next_index), "total_grads": int(total_grads), "chunks": num_chunks,
+            "adapt_stop": None if adapt_stop is None else int(adapt_stop),
+            "run": run_id(read_config(run_dir)["fingerprint"])}
+    arrays = {"meta": np.frombuffer(json.dumps(meta, default=io.json_default).encode(),
+                                    dtype=np.uint8),
               "key": np.asarray(jax.random.key_data(key))}
     arrays.update(io.tree_to_arrays("chain", states))
     arrays.update(io.tree_to_arrays("tuner", tuner_state))
