@@ -54,3 +54,136 @@ def test_a_draws_run_stopped_late_resumes_bit_identical(tmp_path):
     resumed = _draws_run(out, resume=True)
     np.testing.assert_array_equal(np.asarray(resumed.idata.posterior["x"]),
                                   np.asarray(reference.idata.posterior["x"]))
+
+
+# 2. a full disk at any write is one line with the space needed; resume finishes -----------
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reference") / "run"
+    assert main([*MANUAL, "--out", str(out)]) == 0
+    return out
+
+
+def _full_at(monkeypatch, call: int) -> None:
+    """The ``call``-th checkpoint write (1-based) finds the disk full."""
+    write, calls = io.atomic_savez, {"n": 0}
+
+    def savez(path, arrays):
+        calls["n"] += 1
+        if calls["n"] == call:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(path, arrays)
+
+    monkeypatch.setattr(io, "atomic_savez", savez)
+
+
+def test_a_full_disk_at_a_mid_run_checkpoint_is_one_line_and_resumes(
+        tmp_path, monkeypatch, capsys, reference):
+    out = tmp_path / "run"
+    _full_at(monkeypatch, 2)
+    capsys.readouterr()
+    assert main([*MANUAL, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the disk is full" in err and "MB are free" in err
+    assert "super-transition 4" in err and f"adaptmc resume {out}" in err
+    monkeypatch.undo()
+    assert main(["resume", str(out), "--no-progress"]) == 0
+    np.testing.assert_array_equal(posterior(out), posterior(reference))
+
+
+def test_a_full_disk_at_the_first_checkpoint_writes_nothing(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    _full_at(monkeypatch, 1)
+    capsys.readouterr()
+    assert main([*MANUAL, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the disk is full" in err and "nothing was written" in err
+    assert str(out) in err and ".new-" not in err and list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_at_the_summary_keeps_the_draws_in_one_line(tmp_path, monkeypatch,
+                                                                capsys, reference):
+    from adaptmc import posterior_plots
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(posterior_plots, "write_posterior_plots", full)
+    out = tmp_path / "run"
+    capsys.readouterr()
+    assert main([*MANUAL, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "its draws are in" in err and "the disk is full" in err
+    np.testing.assert_array_equal(posterior(out), posterior(reference))
+
+
+# 3. a run folder one process owns ----------------------------------------------------------
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from adaptmc.run import lock
+    lock.acquire(sys.argv[1])
+    print("held", flush=True)
+    time.sleep(120)
+""")
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """Another process holding the lock of ``tmp_path / 'run'``."""
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    process = subprocess.Popen([sys.executable, str(script), str(tmp_path / "run")],
+                               stdout=subprocess.PIPE, text=True, env=ENV)
+    assert process.stdout.readline().strip() == "held"
+    yield process
+    process.kill()
+    process.wait()
+
+
+@pytest.mark.parametrize("command", ["sample", "resume"])
+def test_a_second_process_on_a_held_folder_is_refused_at_once(tmp_path, holder, capsys,
+                                                               reference, command):
+    import shutil
+
+    out = tmp_path / "run"
+    shutil.copytree(reference, out)
+    before = sorted(p.name for p in out.iterdir())
+    argv = [*MANUAL, "--out", str(out), "--force"] if command == "sample" else \
+        ["resume", str(out), "--no-progress"]
+    started = time.perf_counter()
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert time.perf_counter() - started < 5  # before any warm-up or compilation
+    assert err.count("\n") == 1 and f"in use by process {holder.pid}" in err
+    assert "started" in err and sorted(p.name for p in out.iterdir()) == before
+
+
+def test_the_api_is_refused_too(tmp_path, holder):
+    from adaptmc.run.lock import FolderBusy
+
+    with pytest.raises(FolderBusy, match=f"process {holder.pid}"):
+        _draws_run(tmp_path / "run")
+
+
+def test_a_stale_lock_of_a_killed_process_is_taken_over(tmp_path, holder, reference):
+    from adaptmc.run import lock
+
+    holder.kill()  # as kill -9: its lock file stays, naming a dead process
+    holder.wait()
+    assert lock.lock_path(tmp_path / "run").is_file()
+    assert main([*MANUAL, "--out", str(tmp_path / "run")]) == 0
+    np.testing.assert_array_equal(posterior(tmp_path / "run"), posterior(reference))
+    assert not lock.lock_path(tmp_path / "run").exists()  # removed by its last holder
+
+
+def test_a_lock_is_held_once_per_process_and_removed_at_the_end(tmp_path):
+    from adaptmc.run import lock
+
+    with lock.owning(tmp_path / "run"):
+        with lock.owning(tmp_path / "run"):
+            assert lock.lock_path(tmp_path / "run").is_file()
+        assert lock.lock_path(tmp_path / "run").is_file()
+    assert list(tmp_path.iterdir()) == []

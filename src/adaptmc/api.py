@@ -26,8 +26,10 @@ from adaptmc.recipes import DEFAULT_RECIPE, Plan, build, check_plan
 from adaptmc.run import RunResult, default_positions, run, starting_positions
 from adaptmc.run.compile_clock import compile_seconds
 from adaptmc.run.faults import telling_target_errors
+from adaptmc.run.lock import owning_output_dir
 
 
+@owning_output_dir  # the warm-up too runs holding the run folder (adaptmc.run.lock)
 def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
              initial_positions: np.ndarray | None = None, output_dir: str | Path | None = None,
              force: bool = False, resume: bool = False, checkpoint_every: int = 10,

@@ -8,6 +8,7 @@ which calls `adaptmc.run.run`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -26,14 +27,34 @@ def cmd_sample(args, resume: bool = False) -> int:
         from adaptmc.compile_cache import use_compile_cache
 
         use_compile_cache()
+    from adaptmc.io import check_output_place, prepare_output_dir
+    from adaptmc.run.lock import owning
+
+    if not resume:
+        prepare_output_dir(args.out, force=args.force)  # fail before any work
+    check_output_place(args.out, resume=resume)
+    _AT_START["draws"] = _finished_draws(args.out)  # what Ctrl-C's advice compares with
+    with owning(args.out, resume=resume):  # one process owns the folder (adaptmc.run.lock)
+        return _prepare_and_sample(args, resume)
+
+
+_AT_START: dict = {}  # the output folder's draws.nc when the command began (Ctrl-C advice)
+
+
+def _finished_draws(folder) -> list | None:
+    """The identity of ``folder/draws.nc`` (None: there is none)."""
+    try:
+        facts = (Path(folder) / "draws.nc").stat()
+    except OSError:
+        return None
+    return [facts.st_ino, facts.st_mtime_ns]
+
+
+def _prepare_and_sample(args, resume: bool) -> int:
     from adaptmc.api import one_chain_quiet
     from adaptmc.options import check_resources
     from adaptmc.targets import get_target
 
-    if not resume:
-        from adaptmc.io import prepare_output_dir
-
-        prepare_output_dir(args.out, force=args.force)  # fail before any work
     options = recipe_options(args)
     target = get_target(args.target, data=getattr(args, "data", None))
     _check_precision(args, target)
@@ -60,19 +81,36 @@ def _sample(args, target, options: dict, resume: bool) -> int:
                       thin=args.thin, progress=not args.no_progress,
                       config={"cli": vars(args)})
     text = format_summary(result.idata)
-    (Path(args.out) / "summary.txt").write_text(text + "\n")
-    print(text)  # the warnings and notes, once, in the summary
-    from adaptmc.posterior_plots import write_posterior_plots
+    with _after_the_draws(args.out):
+        (Path(args.out) / "summary.txt").write_text(text + "\n")
+        print(text)  # the warnings and notes, once, in the summary
+        from adaptmc.posterior_plots import write_posterior_plots
 
-    paths = write_posterior_plots(result.idata, args.out)
-    if plan.options.get("tuner") not in ("fixed", "grid"):
-        from adaptmc.plots import write_tuning_plots
+        paths = write_posterior_plots(result.idata, args.out)
+        if plan.options.get("tuner") not in ("fixed", "grid"):
+            from adaptmc.plots import write_tuning_plots
 
-        skip = plan.plot_skip if plan.prepare is None else None
-        paths += write_tuning_plots(result.idata, args.out, box=plan.box, skip=skip)
+            skip = plan.plot_skip if plan.prepare is None else None
+            paths += write_tuning_plots(result.idata, args.out, box=plan.box, skip=skip)
     print("plots: " + ", ".join(path.name for path in paths))
     print(f"\nrun folder: {args.out} (draws.nc, summary.txt, config.json)")
     return 0
+
+
+@contextlib.contextmanager
+def _after_the_draws(folder):
+    """Within (the summary and plots of a finished run): a full disk is one line saying the
+    draws are safe."""
+    from adaptmc.io import WriteError, full_disk
+
+    try:
+        yield
+    except OSError as err:
+        if not full_disk(err):
+            raise
+        raise WriteError(f"the run finished and its draws are in {folder}/draws.nc, but its "
+                         "summary and plots could not be written (the disk is full): free "
+                         f"space, then `adaptmc summary {folder}` shows them") from None
 
 
 def _check_precision(args, target) -> None:
@@ -141,6 +179,13 @@ def cmd_resume(args) -> int:
     Nothing the folder names is imported before it is checked: a ``module:function`` target
     or objective needs ``--trust-code``, or the user naming it (``--target``,
     ``--objective``)."""
+    from adaptmc.run.lock import owning
+
+    with owning(args.run_dir, resume=True):  # the holder named before anything is read
+        return _resume(args)
+
+
+def _resume(args) -> int:
     from adaptmc.run.store import read_config
 
     saved = read_config(Path(args.run_dir)).get("cli")
@@ -279,7 +324,11 @@ def interrupted_advice(args) -> str:
     path = Path(folder)
     if (path / "checkpoint.npz").is_file() and not (path / "draws.nc").exists():
         return f"resume with `adaptmc resume {folder}`"
-    if args.command == "sample" and (path / "draws.nc").exists():
+    now = _finished_draws(path)
+    if now is not None and now != _AT_START.get("draws"):
+        return (f"the run had finished: {folder} holds its draws (`adaptmc summary {folder}` "
+                "shows them)")
+    if args.command == "sample" and now is not None:
         return (f"stopped before the new run's first checkpoint: {folder} still holds the "
                 "previous run")
     return f"stopped before the first checkpoint: nothing was written to {folder}"

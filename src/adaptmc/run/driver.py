@@ -50,6 +50,7 @@ from adaptmc.kernels.base import Kernel
 from adaptmc.options import check_run_resources
 from adaptmc.run import callbacks, checks, faults, store
 from adaptmc.run.compile_clock import compile_seconds
+from adaptmc.run.lock import owning_output_dir
 from adaptmc.run.idata import describe_tuning, to_inference_data
 from adaptmc.run.loop import (
     SuperTransitionLoop,
@@ -137,6 +138,7 @@ class _Progress:
     staging: Path | None = None  # a new run's folder until its first checkpoint is in place
 
 
+@owning_output_dir  # one process owns a run folder (adaptmc.run.lock)
 def run(
     target: Target,
     kernel: Kernel,

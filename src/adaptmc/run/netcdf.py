@@ -10,7 +10,6 @@ import io as io_text
 import os
 import shutil
 import sys
-from errno import ENOSPC
 from pathlib import Path
 
 import numpy as np
@@ -41,11 +40,14 @@ def write_draws(run_dir: Path, idata, describe=None):
                 _write_netcdf(tmp, idata, describe)
             except Exception as err:  # noqa: BLE001 - a failed write leaves no partial file
                 _abandon(tmp)
-                full = "No space left" in str(err) or getattr(err, "errno", 0) == ENOSPC
+                full = io.full_disk(err)
                 reason = "the disk is full" if full else io.describe_error(err)
                 failed = io.WriteError(_no_space(run_dir, need, reason))
                 failed.hdf5_broken = True  # HDF5 may crash closing it at exit: see the CLI
                 raise failed from None
+            except BaseException:  # Ctrl-C: no partial file, no handle closed at exit
+                _abandon(tmp)
+                raise
     finally:
         if "Traceback" not in complaints.getvalue():
             sys.stderr.write(complaints.getvalue())  # warnings of a write that worked
@@ -108,6 +110,9 @@ def _abandon(tmp: Path) -> None:
     if tmp.exists():
         os.truncate(tmp, 0)
     for handle in [o for o in gc.get_objects() if issubclass(type(o), h5netcdf.File)]:
+        if not hasattr(handle, "_closed"):  # interrupted while it opened: nothing to close
+            handle._closed = True
+            continue
         if handle._closed or Path(handle._filename).resolve() != tmp.resolve():
             continue
         h5file, handle._closed = handle._File__h5file, True

@@ -220,6 +220,16 @@ def write_checkpoint(run_dir: Path, pending: list[dict], num_chunks: int, next_i
     stopped adapting early, None if it did not; tuning record), each atomically;
     returns the chunk count. ``pending`` is emptied (its draws are on disk) and the memory
     they held given back (`adaptmc.io.release_freed_memory`)."""
+    need = sum(np.asarray(v).nbytes for piece in pending for v in piece.values()) + \
+        sum(np.asarray(v).nbytes for v in jax.tree.leaves((states, tuner_state)))
+    with io.telling_a_full_disk(run_dir, need, next_index):
+        return _write_checkpoint(run_dir, pending, num_chunks, next_index, total_grads,
+                                 states, tuner_state, record, key, adapt_stop)
+
+
+def _write_checkpoint(run_dir: Path, pending: list[dict], num_chunks: int, next_index: int,
+                      total_grads: int, states, tuner_state, record: dict, key,
+                      adapt_stop: int | None) -> int:
     io.atomic_savez_concatenated(io.chunk_path(run_dir, num_chunks), pending)
     pending.clear()
     num_chunks += 1
