@@ -187,3 +187,34 @@ def test_a_lock_is_held_once_per_process_and_removed_at_the_end(tmp_path):
             assert lock.lock_path(tmp_path / "run").is_file()
         assert lock.lock_path(tmp_path / "run").is_file()
     assert list(tmp_path.iterdir()) == []
+
+
+# 4. checks before the work: writable, not a mount point ------------------------------------
+
+def test_a_mount_point_is_refused_before_the_warm_up(tmp_path, monkeypatch, capsys, reference):
+    import shutil
+
+    empty, out = tmp_path / "empty", tmp_path / "mnt"
+    empty.mkdir()
+    shutil.copytree(reference, out)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    monkeypatch.setattr(io, "_is_mount_point", lambda path: path in (empty, out))
+    for folder, extra in ((empty, []), (out, ["--force"])):
+        capsys.readouterr()
+        assert main(["sample", "--target", "gauss-2d-v1", "--out", str(folder), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is a mount point" in err and str(folder / "run") in err
+        assert sorted(p.name for p in tmp_path.iterdir()) == before  # no .mnt.old-* left
+
+
+def test_a_read_only_place_is_refused_before_the_warm_up(tmp_path, monkeypatch, capsys):
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(io.tempfile, "mkstemp", read_only)
+    capsys.readouterr()
+    started = time.perf_counter()
+    assert main(["sample", "--target", "gauss-2d-v1", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert time.perf_counter() - started < 5
+    assert err.count("\n") == 1 and "Read-only file system" in err and "choose a folder" in err
