@@ -218,3 +218,55 @@ def test_a_read_only_place_is_refused_before_the_warm_up(tmp_path, monkeypatch, 
     err = capsys.readouterr().err
     assert time.perf_counter() - started < 5
     assert err.count("\n") == 1 and "Read-only file system" in err and "choose a folder" in err
+
+
+# 5. damage found without the sidecar; a deleted draws.nc named -----------------------------
+
+def test_a_flipped_byte_is_found_with_the_sidecar_deleted(tmp_path, reference, capsys):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(reference, copy)
+    assert json.loads((copy / io.CONFIG).read_text())["draws_sha256"] == \
+        netcdf.sha256(copy / io.DRAWS)
+    (copy / netcdf.CHECKSUM).unlink()
+    data = bytearray((copy / io.DRAWS).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (copy / io.DRAWS).write_bytes(bytes(data))
+    capsys.readouterr()
+    assert main(["summary", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "draws.nc" in err and "checksum" in err
+
+
+@pytest.mark.parametrize("command", ["resume", "summary"])
+def test_a_finished_run_whose_draws_were_deleted_says_so(tmp_path, reference, capsys,
+                                                         command):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(reference, copy)
+    (copy / io.DRAWS).unlink()
+    capsys.readouterr()
+    assert main([command, str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "had finished, but its draws.nc was deleted" in err
+    assert "chunks" not in err
+
+
+def test_the_api_names_a_deleted_draws_file(tmp_path):
+    out = tmp_path / "run"
+    _draws_run(out)
+    (out / io.DRAWS).unlink()
+    with pytest.raises(ValueError, match="had finished, but its draws.nc was deleted"):
+        _draws_run(out, resume=True)
+
+
+def test_a_config_of_an_empty_object_is_named(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / io.CONFIG).write_text("{}")
+    capsys.readouterr()
+    assert main(["resume", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no fingerprint" in err and "command line" not in err

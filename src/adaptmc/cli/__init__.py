@@ -188,7 +188,12 @@ def cmd_resume(args) -> int:
 def _resume(args) -> int:
     from adaptmc.run.store import read_config
 
-    saved = read_config(Path(args.run_dir)).get("cli")
+    config = read_config(Path(args.run_dir))
+    if "fingerprint" not in config:
+        raise ValueError(f"{str(Path(args.run_dir) / 'config.json')!r} is damaged or not a "
+                         "run's: it has no fingerprint (what run it was), so there is "
+                         "nothing to resume")
+    saved = config.get("cli")
     if saved is None:
         raise ValueError(f"{args.run_dir!r} was not started from the command line; resume it "
                          "from Python with run(..., resume=True)")
@@ -198,6 +203,11 @@ def _resume(args) -> int:
     if missing:
         raise ValueError(f"{args.run_dir!r}: config.json is damaged (missing "
                          f"{', '.join(missing)}); it cannot say what run to continue")
+    from adaptmc.run.netcdf import finished_without_draws
+
+    deleted = finished_without_draws(args.run_dir)
+    if deleted is not None:
+        raise ValueError(deleted)
     if (Path(args.run_dir) / "draws.nc").exists():  # before any work (a warm-up)
         raise ValueError(f"the run in {args.run_dir!r} has finished (draws.nc is written): "
                          f"nothing to resume (`adaptmc summary {args.run_dir}` shows it)")
@@ -243,11 +253,13 @@ def _check_saved(run_dir: str, saved: dict, defaults: dict) -> None:
 
 def cmd_summary(args) -> int:
     from adaptmc.diagnostics import format_summary
-    from adaptmc.run.netcdf import read_draws, verify_draws
+    from adaptmc.run.netcdf import finished_without_draws, read_draws, verify_draws
 
     path = Path(args.run_dir) / "draws.nc"
     if not Path(args.run_dir).is_dir():
         raise FileNotFoundError(f"run folder {args.run_dir!r} does not exist")
+    if finished_without_draws(args.run_dir) is not None:
+        raise FileNotFoundError(finished_without_draws(args.run_dir))
     if not path.is_file():
         raise FileNotFoundError(
             f"{str(path)!r} not found: the run has not finished (try `adaptmc resume "

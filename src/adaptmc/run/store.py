@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc import io
-from adaptmc.run.netcdf import read_draws, write_draws
+from adaptmc.run.netcdf import finished_without_draws, read_draws, write_draws
 from adaptmc.targets.base import compiled_logdensity_and_grad
 
 __all__ = ["read_draws", "write_draws"]  # with the rest: the run folder's files
@@ -113,6 +113,9 @@ def open_run_dir(output_dir: str | Path | None, *, resume: bool, force: bool,
             raise ValueError(f"cannot resume: {str(run_dir / io.CONFIG)!r} has no fingerprint "
                              "(damaged or not a run folder)")
         check_same_run(saved["fingerprint"], fingerprint)
+        deleted = finished_without_draws(run_dir)
+        if deleted is not None:
+            raise ValueError(deleted)
         if (run_dir / io.DRAWS).exists():
             raise ValueError(f"the run in {str(run_dir)!r} has finished (draws.nc is written): "
                              "nothing to resume")
