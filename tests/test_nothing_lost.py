@@ -270,3 +270,43 @@ def test_a_config_of_an_empty_object_is_named(tmp_path, capsys):
     assert main(["resume", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no fingerprint" in err and "command line" not in err
+
+
+# 7. messages that name the problem ---------------------------------------------------------
+
+def test_a_garbage_zip_of_stan_data_is_named(tmp_path):
+    from adaptmc.targets.stan.model import data_json
+
+    garbage = tmp_path / "garbage.json.zip"
+    garbage.write_bytes(b"not a zip at all")
+    with pytest.raises(ValueError, match="garbage.json.zip.*cannot be read"):
+        data_json(str(garbage))
+    with pytest.raises(ValueError, match="data must be a dict.*got a int"):
+        data_json(5)
+
+
+def test_a_target_returning_a_pair_without_numbers_is_named(tmp_path, monkeypatch, capsys):
+    (tmp_path / "pair_r39.py").write_text(
+        "def make():\n    return (lambda x: -x @ x, 'not an array')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    capsys.readouterr()
+    assert main(["sample", "--target", "pair_r39:make", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "initial_params are not numbers: 'not an array'" in err
+    sys.modules.pop("pair_r39", None)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"data": 5}, "data must be a dict, JSON text or the path"),
+    ({"recipe": "manual", "inverse_mass": "abc"}, "inverse_mass must be a number or an array"),
+    ({"recipe": "manual", "tuner": "gp-ucb", "box": "step_size=1:2"},
+     "box must be a dict .*command line.s form"),
+    ({"recipe": "manual", "tuner": "gp-ucb", "box": {"step_size": (2, 1)}}, "low < high"),
+    ({"recipe": "manual", "tuner": "grid", "grid": "num_leapfrog=5"}, "grid must be a dict"),
+])
+def test_the_api_names_a_bad_structured_value(options, message):
+    import adaptmc
+    from adaptmc.options import OptionError
+
+    with pytest.raises(OptionError, match=message):
+        adaptmc.sample("gauss-2d-v1", progress=False, **options)

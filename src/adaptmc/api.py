@@ -21,6 +21,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from adaptmc.option_values import check_data, check_structured
 from adaptmc.options import DECLARED, OptionError, check_options, check_resources, check_value
 from adaptmc.recipes import DEFAULT_RECIPE, Plan, build, check_plan
 from adaptmc.run import RunResult, default_positions, run, starting_positions
@@ -119,6 +120,7 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         The recipe's options (e.g. ``super_transitions``, ``budget``, ``tuner``,
         ``metric``); an option the recipe does not take is a `ValueError`.
     """
+    check_data(data)
     checked = check_sample_args(dict(recipe=recipe, chains=chains, seed=seed, thin=thin,
                                      init_jitter=init_jitter, output_dir=output_dir,
                                      force=force, progress=progress,
@@ -200,6 +202,7 @@ def check_sample_args(args: dict, options: dict) -> dict:
         raise OptionError("model_kwargs", "must be a dict of the model's keyword arguments")
     out["init"] = _check_init(args["init"])
     out["options"] = check_options(options)
+    check_structured(out["options"])  # box, grid, inverse_mass (adaptmc.option_values)
     return out
 
 
