@@ -310,3 +310,77 @@ def test_the_api_names_a_bad_structured_value(options, message):
 
     with pytest.raises(OptionError, match=message):
         adaptmc.sample("gauss-2d-v1", progress=False, **options)
+
+
+# 6. Ctrl-C: one line at every moment, never swallowed --------------------------------------
+
+def test_ctrl_c_inside_a_gc_callback_is_not_lost():
+    import gc
+
+    from adaptmc.cli.interrupts import deferring_sigint, handle_sigint
+
+    seen = []
+
+    def callback(phase, info):
+        if phase == "start" and not seen:
+            seen.append(phase)
+            handle_sigint(2, sys._getframe())  # a signal arriving here: must not raise
+
+    gc.callbacks.append(callback)
+    try:
+        with deferring_sigint(), pytest.raises(KeyboardInterrupt):
+            gc.collect()
+            time.sleep(2.0)  # the deferred interrupt arrives within 50 ms
+    finally:
+        gc.callbacks.remove(callback)
+    assert seen == ["start"]
+
+
+def test_ctrl_c_at_the_final_write_is_one_line(tmp_path, monkeypatch, capsys):
+    import gc
+
+    import h5netcdf
+
+    def interrupted(tmp, idata, describe):
+        tmp.write_bytes(b"\0" * 100)
+        half = h5netcdf.File.__new__(h5netcdf.File)  # as one interrupted while it opened
+        half._filename = str(tmp)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(netcdf, "_write_netcdf", interrupted)
+    out = tmp_path / "run"
+    capsys.readouterr()
+    assert main([*MANUAL, "--out", str(out)]) == 130
+    gc.collect()
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and "Exception ignored" not in err
+    assert f"adaptmc resume {out}" in err and not (out / "draws.nc.tmp").exists()
+
+
+def test_ctrl_c_after_a_new_run_finished_does_not_mention_a_previous_one(tmp_path, monkeypatch,
+                                                                        capsys):
+    from adaptmc import posterior_plots
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(posterior_plots, "write_posterior_plots", interrupt)
+    out = tmp_path / "killme"
+    capsys.readouterr()
+    assert main([*MANUAL, "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "previous run" not in err and "the run had finished" in err
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_command_imports_is_one_line(tmp_path):
+    import signal
+
+    command = os.path.join(os.path.dirname(sys.executable), "adaptmc")
+    for delay in (0.3, 0.8, 1.5):
+        process = subprocess.Popen([command, "targets"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env=ENV)
+        time.sleep(delay)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+        assert "Traceback" not in err and err.strip().count("\n") <= 0, err

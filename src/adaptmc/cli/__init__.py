@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from adaptmc.cli.interrupts import deferring_sigint
 from adaptmc.cli.options import build_parser, recipe_options
 
 __all__ = ["build_parser", "main", "recipe_options"]
@@ -295,22 +296,26 @@ def main(argv: list[str] | None = None) -> int:
     """Parse and run one command. The one exception boundary: any error (from the options,
     the user's target or objective, data files, the file system) is one line with its cause
     and exit status 2; ``--debug`` shows the traceback."""
-    parser = build_parser()
+    _AT_START.clear()
+    args = None
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:  # --help, or a refused command line (one line printed)
-        return int(exit_.code or 0)
-    try:
-        return run_command(args)
+        with deferring_sigint():  # a Ctrl-C inside JAX's gc callback is not lost
+            try:
+                args = build_parser().parse_args(argv)
+            except SystemExit as exit_:  # --help, or a refused command line (one line)
+                return int(exit_.code or 0)
+            return run_command(args)
     except KeyboardInterrupt:
-        print(f"\ninterrupted; {interrupted_advice(args)}", file=sys.stderr)
+        advice = "nothing was done" if args is None else interrupted_advice(args)
+        print(f"\ninterrupted; {advice}", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001 - the boundary: every error becomes one line
         if getattr(args, "debug", False):
             import traceback
 
             traceback.print_exc()
-        print(f"adaptmc {args.command}: error: {error_line(err)}", file=sys.stderr)
+        print(f"adaptmc {getattr(args, 'command', '')}: error: {error_line(err)}",
+              file=sys.stderr)
         if argv is None and getattr(err, "hdf5_broken", False):
             sys.stdout.flush()  # the command's process after a failed netCDF write: HDF5
             sys.stderr.flush()  # would crash closing the file at exit; the run folder is
