@@ -384,3 +384,22 @@ def test_ctrl_c_while_the_command_imports_is_one_line(tmp_path):
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=60)
         assert "Traceback" not in err and err.strip().count("\n") <= 0, err
+
+
+# 8. a log density returning NaN mid-run is named ------------------------------------------
+
+def test_a_log_density_returning_nan_is_named_in_the_warning():
+    from adaptmc.diagnostics import convergence_warnings, non_finite_energies
+    from adaptmc.kernels import hmc
+    from adaptmc.kernels.hmc import HMCParams
+    from adaptmc.run import run
+    from adaptmc.targets import make_target
+
+    target = make_target(lambda x: jnp.where(x[0] > 1.0, jnp.nan, -0.5 * jnp.sum(x**2)),
+                         jnp.zeros(2), name="nan-region")
+    result = run(target, hmc, HMCParams(0.5, 4), num_super_transitions=4, gradient_budget=80,
+                 num_chains=2, num_warmup=1, progress=False, seed=3)
+    count = non_finite_energies(result.idata)
+    assert count > 0 and count == int(result.idata.sample_stats["diverging"].values.sum())
+    warning = [w for w in convergence_warnings(result.idata) if "divergent" in w][0]
+    assert f"{count} of them where the log density or its gradient was NaN" in warning
