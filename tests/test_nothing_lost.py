@@ -403,3 +403,32 @@ def test_a_log_density_returning_nan_is_named_in_the_warning():
     assert count > 0 and count == int(result.idata.sample_stats["diverging"].values.sum())
     warning = [w for w in convergence_warnings(result.idata) if "divergent" in w][0]
     assert f"{count} of them where the log density or its gradient was NaN" in warning
+
+
+# 9. the lab's commands refuse nonsense in one line, writing nothing -----------------------
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["bench", "--seeds", "0"], "--seeds: must be an integer in [1,"),
+    (["bench", "--chains", "0"], "--chains: must be an integer in [1, 65536]"),
+    (["bench", "--budget", "0"], "--budget: must be an integer in [1,"),
+    (["bench", "--workers", "-1"], "--workers: must be an integer in [0,"),
+    (["bench", "--targets", ""], "--targets: must be comma-separated names"),
+    (["bench", "--samplers", "a,,b"], "--samplers: must be comma-separated names"),
+    (["reproduce", "dexter", "--seed", "-1"], "--seed: must be an integer in [0,"),
+    (["bogus"], "invalid choice: 'bogus'"),
+])
+def test_the_lab_refuses_nonsense_in_one_line(tmp_path, capsys, argv, message):
+    from adaptmc_lab.cli import main as lab
+
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert lab([*argv, *([] if argv == ["bogus"] else ["--out", str(out)])]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "usage:" not in err
+    assert not out.exists()
+
+
+def test_adaptmc_refuses_a_bad_command_line_in_one_line(capsys):
+    assert main(["sample", "--target", "x", "--out", "y", "--chains", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "usage:" not in err
