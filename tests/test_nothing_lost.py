@@ -432,3 +432,122 @@ def test_adaptmc_refuses_a_bad_command_line_in_one_line(capsys):
     assert main(["sample", "--target", "x", "--out", "y", "--chains", "x"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "usage:" not in err
+
+
+# the slow tier: a real kill -9, a real small filesystem, a real mount point ---------------
+
+DRAWS = ["sample", "--recipe", "manual", "--target", "gauss-2d-v1", "--no-progress",
+         "--draws", "4000", "--warmup", "1", "--adapt-until", "1", "--budget", "40",
+         "--chains", "2", "--checkpoint-every", "2"]
+
+
+@pytest.mark.slow
+def test_a_draws_run_killed_late_resumes_bit_identical(tmp_path):
+    """Case 1 as the user met it: ``kill -9`` of a ``--draws`` run far into it, then
+    ``adaptmc resume`` (whose second checkpoint wrote NumPy integers)."""
+    import signal
+
+    reference = tmp_path / "reference"
+    assert main([*DRAWS, "--out", str(reference)]) == 0
+    out = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-m", "adaptmc", *DRAWS, "--out", str(out)],
+                               env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 300
+    while len(list((out / io.CHUNKS).glob("*.npz"))) < 60 and time.time() < deadline:
+        assert process.poll() is None, process.stderr.read()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (out / io.DRAWS).exists()
+    assert main(["resume", str(out), "--no-progress"]) == 0
+    np.testing.assert_array_equal(posterior(out), posterior(reference))
+
+
+def _mounted(folder, options: str) -> bool:
+    folder.mkdir()
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+                          capture_output=True).returncode == 0
+
+
+needs_mount = pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0,
+                                 reason="mounting a tmpfs needs root")
+
+FILLER = textwrap.dedent("""
+    import os, sys, threading, time
+    from pathlib import Path
+    out = Path(sys.argv[sys.argv.index("--out") + 1])
+    watch, delay = os.environ["FILL_WHEN"], float(os.environ["FILL_DELAY"])
+
+    def fill():  # another program fills the disk once the watched file appears
+        while not (out / watch).exists():
+            time.sleep(0.002)
+        time.sleep(delay)
+        try:
+            with open(out.parent / "filler", "wb") as fh:
+                while True:
+                    fh.write(b"0" * 65536)
+        except OSError:
+            pass
+
+    threading.Thread(target=fill, daemon=True).start()
+    from adaptmc.cli import main
+    sys.exit(main())
+""")
+
+
+@pytest.mark.slow
+@needs_mount
+@pytest.mark.parametrize(("watch", "delay"), [("draws.nc.tmp", 0.0), ("draws.nc.tmp", 0.3),
+                                              ("draws.nc.tmp", 1.0), ("checkpoint.npz", 0.0)])
+def test_a_real_disk_filling_during_a_write_is_one_line_and_resumes(tmp_path, watch, delay):
+    """On a 20 MB tmpfs, another program fills the disk once ``draws.nc.tmp`` (or the first
+    checkpoint) appears: one line with the space needed, never a crash; once the space is
+    freed, the resume finishes with the draws of an uninterrupted run."""
+    disk = tmp_path / "disk"
+    if not _mounted(disk, "size=20m"):
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        (tmp_path / "filler.py").write_text(FILLER)
+        argv = ["sample", "--recipe", "manual", "--target", "gauss-2d-v1", "--no-progress",
+                "--super-transitions", "10", "--budget", "2000", "--num-leapfrog", "1",
+                "--checkpoint-every", "2"]
+        done = subprocess.run([sys.executable, str(tmp_path / "filler.py"), *argv, "--out",
+                               str(disk / "run")], capture_output=True, text=True,
+                              env={**ENV, "FILL_WHEN": watch, "FILL_DELAY": str(delay)})
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and "the disk is full" in done.stderr
+        assert "MB" in done.stderr and "Traceback" not in done.stderr
+        (disk / "filler").unlink()
+        assert main(["resume", str(disk / "run"), "--no-progress"]) == 0
+        assert main([*argv, "--out", str(tmp_path / "reference")]) == 0
+        np.testing.assert_array_equal(posterior(disk / "run"),
+                                      posterior(tmp_path / "reference"))
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+@pytest.mark.slow
+@needs_mount
+def test_a_real_mount_point_and_a_read_only_one_are_refused_before_work(tmp_path, reference,
+                                                                        capsys):
+    import shutil
+
+    mount, read_only = tmp_path / "mnt", tmp_path / "ro"
+    if not _mounted(mount, "size=20m") or not _mounted(read_only, "size=1m,ro"):
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        for child in reference.iterdir():  # a finished run at the mount point
+            (shutil.copytree if child.is_dir() else shutil.copy2)(child, mount / child.name)
+        for out, extra, message in ((mount, ["--force"], "is a mount point"),
+                                    (read_only / "run", [], "Read-only file system")):
+            before = sorted(p.name for p in tmp_path.iterdir())
+            capsys.readouterr()
+            started = time.perf_counter()
+            assert main([*MANUAL, "--out", str(out), *extra]) == 2
+            err = capsys.readouterr().err
+            assert time.perf_counter() - started < 10 and err.count("\n") == 1, err
+            assert message in err and sorted(p.name for p in tmp_path.iterdir()) == before
+        assert main(["summary", str(mount)]) == 0  # the finished run untouched
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+        subprocess.run(["umount", str(read_only)], check=False)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import glob
 import json
 import os
 import shutil
@@ -210,6 +211,17 @@ def commit_output_dir(staged: Path, path: str | os.PathLike, force: bool = False
         os.replace(staged, path)
         shutil.rmtree(trash, ignore_errors=True)
     return path
+
+
+def discard_stale_siblings(path: str | os.PathLike) -> None:
+    """Delete the staging (``.NAME.new-*``) and trash (``.NAME.old-*``) siblings of the run
+    folder ``path`` that killed runs left. Only while holding the folder's lock
+    (`adaptmc.run.lock`): no live process is then writing them."""
+    path = Path(path).absolute()
+    for kind in ("new", "old"):
+        for sibling in path.parent.glob(f".{glob.escape(path.name)}.{kind}-*"):
+            if sibling.is_dir() and not sibling.is_symlink():
+                shutil.rmtree(sibling, ignore_errors=True)
 
 
 def discard_staged(staged: Path | None) -> None:

@@ -125,6 +125,7 @@ def open_run_dir(output_dir: str | Path | None, *, resume: bool, force: bool,
             (folder / io.CHUNKS).mkdir()
             io.write_json(folder / io.CONFIG, {"fingerprint": fingerprint, **(config or {})})
 
+        io.discard_stale_siblings(run_dir)  # of killed runs: this process holds the lock
         return io.stage_output_dir(run_dir, force=force, kind="run", populate=populate)
     return run_dir
 
