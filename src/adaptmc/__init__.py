@@ -9,11 +9,15 @@ The pieces compose in one call::
     print(adaptmc.diagnostics.format_summary(result.idata))
 """
 
-from adaptmc import diagnostics, kernels, objectives, run, targets, tuners
-from adaptmc.api import sample
-from adaptmc.compile_cache import use_compile_cache
-from adaptmc.run import RunResult
-from adaptmc.targets import Target, make_target
+from adaptmc._start import quiet_interrupts_at_start
+
+quiet_interrupts_at_start()  # first: a Ctrl-C during the imports below is one line
+
+from adaptmc import diagnostics, kernels, objectives, run, targets, tuners  # noqa: E402
+from adaptmc.api import sample  # noqa: E402
+from adaptmc.compile_cache import use_compile_cache  # noqa: E402
+from adaptmc.run import RunResult  # noqa: E402
+from adaptmc.targets import Target, make_target  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -19,12 +19,15 @@ from typing import Any
 
 import numpy as np
 
+from adaptmc.option_values import check_data, check_structured
 from adaptmc.options import RUN_OPTIONS, OptionError, check_options, check_resources, check_value
 from adaptmc.recipes import DEFAULT_RECIPE, Plan, build
 from adaptmc.run import RunOptions, RunResult, run, run_keys, starting_positions
 from adaptmc.run.faults import telling_target_errors
+from adaptmc.run.lock import owning_output_dir
 
 
+@owning_output_dir  # the warm-up too runs holding the run folder (adaptmc.run.lock)
 def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
              initial_positions: np.ndarray | None = None, output_dir: str | Path | None = None,
              force: bool = False, resume: bool = False, checkpoint_every: int = 10,
@@ -89,6 +92,7 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         The recipe's options (e.g. ``draws``, ``metric``, ``kernel``, ``step_size``); an
         option the recipe does not take is a `ValueError`.
     """
+    check_data(data)
     checked = check_sample_args(dict(
         recipe=recipe, chains=chains, seed=seed, thin=thin, init_jitter=init_jitter,
         output_dir=output_dir, force=force, progress=progress, compile_cache=compile_cache,
@@ -176,6 +180,7 @@ def check_sample_args(args: dict, options: dict) -> dict:
         raise OptionError("model_kwargs", "must be a dict of the model's keyword arguments")
     out["init"] = _check_init(args["init"])
     out["options"] = check_options(options)
+    check_structured(out["options"])  # box, grid, inverse_mass (adaptmc.option_values)
     return out
 
 

@@ -202,6 +202,24 @@ def divergences_by_phase(idata) -> dict[str, int]:
     return counts
 
 
+def non_finite_energies(idata) -> int:
+    """Transitions of the sampling phase whose proposal's energy was not finite (a kernel
+    records its energy error as +inf when the log density or its gradient was NaN or
+    infinite there): ``sample_stats.energy_error``; 0 without it."""
+    stats = getattr(idata, "sample_stats", None)
+    if stats is None or "energy_error" not in stats:
+        return 0
+    values = np.asarray(stats["energy_error"].values, dtype=float)
+    return int(np.sum(~np.isfinite(values)))
+
+
+def _nan_clause(count: int) -> str:
+    if not count:
+        return ""
+    return (f"; {count} of them where the log density or its gradient was NaN or infinite "
+            "(a non-finite energy): check the model where it is undefined")
+
+
 def convergence_warnings(idata, table=None) -> list[str]:
     """What may make the draws wrong, one sentence each: max R-hat above `MAX_RHAT`,
     divergences in the sampling phase (`divergences_by_phase`; those of the warm-up and the
@@ -219,7 +237,8 @@ def convergence_warnings(idata, table=None) -> list[str]:
     if phases["sampling"]:
         out.append(f"{phases['sampling']} divergent transitions in the sampling phase (after "
                    f"warm-up and tuning, which had {phases['warmup']} and {phases['tuning']}): "
-                   "the sampler may miss regions of high curvature; the draws may be biased")
+                   "the sampler may miss regions of high curvature; the draws may be biased"
+                   + _nan_clause(non_finite_energies(idata)))
     if float(table["ess_robust"].min()) < MIN_ESS:
         out.append(f"robust min ESS {float(table['ess_robust'].min()):.0f} < {MIN_ESS} "
                    f"({table['ess_robust'].idxmin()}): too few effective draws for reliable "

@@ -15,7 +15,10 @@ Layout of a run folder::
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
+import glob
 import json
 import os
 import shutil
@@ -131,6 +134,35 @@ def _describe_entries(path: Path) -> str:
     return f"{len(entries)} entries: {', '.join(entries[:8])}{more}"
 
 
+def check_output_place(path: str | os.PathLike, resume: bool = False) -> None:
+    """Before any work, that the run folder ``path`` can be made where it is: a file can
+    be written in it (``resume``) or in the folder that will hold it (its nearest existing
+    ancestor: not read-only, not refused), and it is not a mount point (a new run is
+    written in a sibling on the parent's filesystem and moved in, which a mount point does
+    not allow). Raises `WriteError` saying which and what to do."""
+    path = Path(path).absolute()
+    if not resume and path.is_dir() and _is_mount_point(path):
+        raise WriteError(f"output folder {str(path)!r} is a mount point (another filesystem "
+                         "than its parent): a run is written beside it and moved in, which a "
+                         f"mount point does not allow; use a folder inside it, e.g. "
+                         f"{str(path / 'run')!r}")
+    folder = path if resume else path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".adaptmc-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise WriteError(f"cannot write the output folder {str(path)!r}: {str(folder)!r} "
+                         f"refuses a new file ({err.strerror or err}); choose a folder you "
+                         "can write") from None
+
+
+def _is_mount_point(path: Path) -> bool:
+    return os.path.ismount(path) or path.stat().st_dev != path.parent.stat().st_dev
+
+
 def create_output_dir(path: str | os.PathLike, force: bool = False, kind: str = "output",
                       populate=None) -> Path:
     """Create the output folder ``path`` at once: `stage_output_dir` then
@@ -181,6 +213,17 @@ def commit_output_dir(staged: Path, path: str | os.PathLike, force: bool = False
     return path
 
 
+def discard_stale_siblings(path: str | os.PathLike) -> None:
+    """Delete the staging (``.NAME.new-*``) and trash (``.NAME.old-*``) siblings of the run
+    folder ``path`` that killed runs left. Only while holding the folder's lock
+    (`adaptmc.run.lock`): no live process is then writing them."""
+    path = Path(path).absolute()
+    for kind in ("new", "old"):
+        for sibling in path.parent.glob(f".{glob.escape(path.name)}.{kind}-*"):
+            if sibling.is_dir() and not sibling.is_symlink():
+                shutil.rmtree(sibling, ignore_errors=True)
+
+
 def discard_staged(staged: Path | None) -> None:
     """Delete a staged folder of `stage_output_dir` that was never committed."""
     if staged is not None and staged.name.startswith(".") and ".new-" in staged.name:
@@ -192,6 +235,37 @@ def _fill(folder: Path, kind: str, populate) -> None:
     (folder / MARKER).write_text(json.dumps({"kind": kind}) + "\n")
     if populate is not None:
         populate(folder)
+
+
+def full_disk(err: BaseException) -> bool:
+    """Whether ``err`` says the disk (or the user's quota) is full."""
+    return getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or \
+        "No space left" in str(err)
+
+
+@contextlib.contextmanager
+def telling_a_full_disk(run_dir: Path, need: int, next_index: int):
+    """Within: a full disk while a checkpoint of ``run_dir`` (``need`` bytes, before
+    super-transition ``next_index``) is written is one `WriteError` saying the space needed,
+    what is kept and how to go on."""
+    try:
+        yield
+    except OSError as err:
+        if not full_disk(err):
+            raise
+        run_dir = Path(run_dir)
+        free = shutil.disk_usage(run_dir).free
+        staged = run_dir.name.startswith(".") and ".new-" in run_dir.name
+        if staged:  # name the folder the user asked for, not its staged sibling
+            run_dir = run_dir.parent / run_dir.name[1:].rsplit(".new-", 1)[0]
+        kept = ("nothing was written (the run had no checkpoint yet; an old run in its "
+                "folder is kept): free space, then run it again") if staged else \
+            ("the run is kept up to its previous checkpoint: free space, then `adaptmc "
+             f"resume {run_dir}` (resume=True) continues it")
+        raise WriteError(f"cannot write the checkpoint before super-transition {next_index} "
+                         f"in {str(run_dir)!r} (the disk is full): it needs about "
+                         f"{need / 1e6:.1f} MB and {free / 1e6:.1f} MB are free; {kept}"
+                         ) from None
 
 
 def atomic_write(path: Path, write) -> None:

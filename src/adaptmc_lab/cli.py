@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 from adaptmc.cli import error_line
-from adaptmc.cli.options import COMPILE_CACHE_HELP, parse_items
+from adaptmc.cli.options import COMPILE_CACHE_HELP, Parser, parse_items
 from adaptmc_lab.experiments import EXPERIMENTS
 
 
 def build_lab_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(  # a refused command line is one line, as adaptmc's
         prog="adaptmc-lab", description="adaptmc's lab: reproductions of the source papers "
         "and the benchmark against NUTS and nutpie.")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
@@ -30,7 +30,7 @@ def build_lab_parser() -> argparse.ArgumentParser:
     repro.add_argument("--out", default=None, help="output folder (default runs/<experiment>)")
     repro.add_argument("--quick", action="store_true", help="a small version for CI and demos")
     repro.add_argument("--force", action="store_true", help="overwrite the output folder")
-    repro.add_argument("--seed", type=int, default=0)
+    repro.add_argument("--seed", type=declared("seed"), default=0)
     repro.add_argument("--set", action="append", default=None, metavar="NAME=VALUE",
                        help="replace one of the experiment's sizes (dexter: "
                             "num_super_transitions, gradient_budget, nuts_warmup, "
@@ -46,28 +46,66 @@ def build_lab_parser() -> argparse.ArgumentParser:
 
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--targets", default=None,
+    p.add_argument("--targets", type=names("--targets"), default=None,
                    help="comma-separated targets (default: the eleven posteriordb posteriors, "
                         "Gaussians, funnel, logistic-german, bnn-robot-arm)")
-    p.add_argument("--samplers", default=None,
+    p.add_argument("--samplers", type=names("--samplers"), default=None,
                    help="comma-separated samplers (default: adaptmc-adaptive-hmc, "
                         "adaptmc-gadmala, blackjax-nuts; also -adaptive-hmc-parametric, "
                         "-hedge, -sir, adaptmc-bandit-hmc, -hmc-da, -hmc-grid, numpyro-nuts, "
                         "nutpie (PyMC twins), nutpie-diag and nutpie-low-rank (any target, "
                         "from_pyfunc))")
-    p.add_argument("--seeds", type=int, default=None, help="seeds per (target, sampler)")
-    p.add_argument("--budget", type=int, default=None,
+    p.add_argument("--seeds", type=integer("seeds", 1), default=None, help="seeds per (target, sampler)")
+    p.add_argument("--budget", type=integer("budget", 1), default=None,
                    help="sampling draws per chain (warm-up: half as many)")
-    p.add_argument("--chains", type=int, default=None, help="chains per cell (default 4)")
+    p.add_argument("--chains", type=declared("chains"), default=None, help="chains per cell (default 4)")
     p.add_argument("--out", default="runs/bench", help="output folder")
     p.add_argument("--force", action="store_true", help="recompute cells already in --out")
     p.add_argument("--dask", default=None, metavar="ADDRESS",
                    help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
-    p.add_argument("--workers", type=int, default=0,
+    p.add_argument("--workers", type=integer("workers", 0), default=0,
                    help="local Dask worker processes (0: auto, a local cluster for >= 4 "
                         "cells; 1: serial)")
     p.add_argument("--quick", action="store_true",
                    help="3 targets x 2 samplers x 1 seed, short chains (a couple of minutes)")
+
+
+def integer(name: str, low: int, high: int = 2**31 - 1):
+    """An argparse type: an integer in ``[low, high]`` (a refusal names the flag's rule)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{low}, {high}], got "
+                                             f"{value}")
+        return value
+
+    parse.__name__ = name
+    return parse
+
+
+def declared(name: str):
+    """An argparse type checking an integer against the library's declaration of ``name``
+    (`adaptmc.options.DECLARED`: its range), as ``adaptmc sample`` does."""
+    from adaptmc.options import DECLARED
+
+    option = DECLARED[name]
+    return integer(name, int(option.low), int(option.high))
+
+
+def names(flag: str):
+    """An argparse type: a comma-separated list of non-empty names (at least one)."""
+    def parse(text: str) -> str:
+        items = text.split(",")
+        if not text.strip() or any(not item.strip() for item in items):
+            raise argparse.ArgumentTypeError(f"must be comma-separated names, none empty, got "
+                                             f"{text!r}")
+        return ",".join(item.strip() for item in items)
+
+    parse.__name__ = flag
+    return parse
 
 
 def cmd_reproduce(args) -> int:
@@ -112,7 +150,10 @@ COMMANDS = {"reproduce": cmd_reproduce, "bench": cmd_bench}
 
 def main(argv: list[str] | None = None) -> int:
     """Parse and run one lab command; any error is one line and exit status 2."""
-    args = build_lab_parser().parse_args(argv)
+    try:
+        args = build_lab_parser().parse_args(argv)
+    except SystemExit as exit_:  # --help, or a refused command line (one line printed)
+        return int(exit_.code or 0)
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:

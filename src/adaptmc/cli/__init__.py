@@ -8,11 +8,13 @@ its warm-up stage, then its super-transitions).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 from pathlib import Path
 
+from adaptmc.cli.interrupts import deferring_sigint
 from adaptmc.cli.options import build_parser, recipe_options
 
 __all__ = ["build_parser", "main", "recipe_options"]
@@ -26,14 +28,34 @@ def cmd_sample(args, resume: bool = False) -> int:
         from adaptmc.compile_cache import use_compile_cache
 
         use_compile_cache()
+    from adaptmc.io import check_output_place, prepare_output_dir
+    from adaptmc.run.lock import owning
+
+    if not resume:
+        prepare_output_dir(args.out, force=args.force)  # fail before any work
+    check_output_place(args.out, resume=resume)
+    _AT_START["draws"] = _finished_draws(args.out)  # what Ctrl-C's advice compares with
+    with owning(args.out, resume=resume):  # one process owns the folder (adaptmc.run.lock)
+        return _prepare_and_sample(args, resume)
+
+
+_AT_START: dict = {}  # the output folder's draws.nc when the command began (Ctrl-C advice)
+
+
+def _finished_draws(folder) -> list | None:
+    """The identity of ``folder/draws.nc`` (None: there is none)."""
+    try:
+        facts = (Path(folder) / "draws.nc").stat()
+    except OSError:
+        return None
+    return [facts.st_ino, facts.st_mtime_ns]
+
+
+def _prepare_and_sample(args, resume: bool) -> int:
     from adaptmc.api import one_chain_quiet
     from adaptmc.options import check_resources
     from adaptmc.targets import get_target
 
-    if not resume:
-        from adaptmc.io import prepare_output_dir
-
-        prepare_output_dir(args.out, force=args.force)  # fail before any work
     options = recipe_options(args)
     target = get_target(args.target, data=getattr(args, "data", None))
     _check_precision(args, target)
@@ -60,19 +82,36 @@ def _sample(args, target, options: dict, resume: bool) -> int:
         force=args.force, resume=resume, checkpoint_every=args.checkpoint_every,
         thin=args.thin, progress=not args.no_progress, config={"cli": vars(args)}))
     text = format_summary(result.idata)
-    (Path(args.out) / "summary.txt").write_text(text + "\n")
-    print(text)  # the warnings and notes, once, in the summary
-    from adaptmc.posterior_plots import write_posterior_plots
+    with _after_the_draws(args.out):
+        (Path(args.out) / "summary.txt").write_text(text + "\n")
+        print(text)  # the warnings and notes, once, in the summary
+        from adaptmc.posterior_plots import write_posterior_plots
 
-    paths = write_posterior_plots(result.idata, args.out)
-    if plan.options.get("tuner") not in ("fixed", "grid"):
-        from adaptmc.plots import write_tuning_plots
+        paths = write_posterior_plots(result.idata, args.out)
+        if plan.options.get("tuner") not in ("fixed", "grid"):
+            from adaptmc.plots import write_tuning_plots
 
-        skip = plan.plot_skip if plan.warmup is None else None
-        paths += write_tuning_plots(result.idata, args.out, box=plan.box, skip=skip)
+            skip = plan.plot_skip if plan.warmup is None else None
+            paths += write_tuning_plots(result.idata, args.out, box=plan.box, skip=skip)
     print("plots: " + ", ".join(path.name for path in paths))
     print(f"\nrun folder: {args.out} (draws.nc, summary.txt, config.json)")
     return 0
+
+
+@contextlib.contextmanager
+def _after_the_draws(folder):
+    """Within (the summary and plots of a finished run): a full disk is one line saying the
+    draws are safe."""
+    from adaptmc.io import WriteError, full_disk
+
+    try:
+        yield
+    except OSError as err:
+        if not full_disk(err):
+            raise
+        raise WriteError(f"the run finished and its draws are in {folder}/draws.nc, but its "
+                         "summary and plots could not be written (the disk is full): free "
+                         f"space, then `adaptmc summary {folder}` shows them") from None
 
 
 def _check_precision(args, target) -> None:
@@ -141,9 +180,21 @@ def cmd_resume(args) -> int:
     Nothing the folder names is imported before it is checked: a ``module:function`` target
     or objective needs ``--trust-code``, or the user naming it (``--target``,
     ``--objective``)."""
+    from adaptmc.run.lock import owning
+
+    with owning(args.run_dir, resume=True):  # the holder named before anything is read
+        return _resume(args)
+
+
+def _resume(args) -> int:
     from adaptmc.run.store import read_config
 
-    saved = read_config(Path(args.run_dir)).get("cli")
+    config = read_config(Path(args.run_dir))
+    if "fingerprint" not in config:
+        raise ValueError(f"{str(Path(args.run_dir) / 'config.json')!r} is damaged or not a "
+                         "run's: it has no fingerprint (what run it was), so there is "
+                         "nothing to resume")
+    saved = config.get("cli")
     if saved is None:
         raise ValueError(f"{args.run_dir!r} was not started from the command line; resume it "
                          "from Python with run(..., resume=True)")
@@ -153,6 +204,11 @@ def cmd_resume(args) -> int:
     if missing:
         raise ValueError(f"{args.run_dir!r}: config.json is damaged (missing "
                          f"{', '.join(missing)}); it cannot say what run to continue")
+    from adaptmc.run.netcdf import finished_without_draws
+
+    deleted = finished_without_draws(args.run_dir)
+    if deleted is not None:
+        raise ValueError(deleted)
     if (Path(args.run_dir) / "draws.nc").exists():  # before any work (a warm-up)
         raise ValueError(f"the run in {args.run_dir!r} has finished (draws.nc is written): "
                          f"nothing to resume (`adaptmc summary {args.run_dir}` shows it)")
@@ -200,11 +256,13 @@ def _check_saved(run_dir: str, saved: dict, defaults: dict) -> None:
 
 def cmd_summary(args) -> int:
     from adaptmc.diagnostics import format_summary
-    from adaptmc.run.netcdf import read_draws, verify_draws
+    from adaptmc.run.netcdf import finished_without_draws, read_draws, verify_draws
 
     path = Path(args.run_dir) / "draws.nc"
     if not Path(args.run_dir).is_dir():
         raise FileNotFoundError(f"run folder {args.run_dir!r} does not exist")
+    if finished_without_draws(args.run_dir) is not None:
+        raise FileNotFoundError(finished_without_draws(args.run_dir))
     if not path.is_file():
         raise FileNotFoundError(
             f"{str(path)!r} not found: the run has not finished (try `adaptmc resume "
@@ -240,22 +298,26 @@ def main(argv: list[str] | None = None) -> int:
     """Parse and run one command. The one exception boundary: any error (from the options,
     the user's target or objective, data files, the file system) is one line with its cause
     and exit status 2; ``--debug`` shows the traceback."""
-    parser = build_parser()
+    _AT_START.clear()
+    args = None
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:  # --help, or a refused command line (one line printed)
-        return int(exit_.code or 0)
-    try:
-        return run_command(args)
+        with deferring_sigint():  # a Ctrl-C inside JAX's gc callback is not lost
+            try:
+                args = build_parser().parse_args(argv)
+            except SystemExit as exit_:  # --help, or a refused command line (one line)
+                return int(exit_.code or 0)
+            return run_command(args)
     except KeyboardInterrupt:
-        print(f"\ninterrupted; {interrupted_advice(args)}", file=sys.stderr)
+        advice = "nothing was done" if args is None else interrupted_advice(args)
+        print(f"\ninterrupted; {advice}", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001 - the boundary: every error becomes one line
         if getattr(args, "debug", False):
             import traceback
 
             traceback.print_exc()
-        print(f"adaptmc {args.command}: error: {error_line(err)}", file=sys.stderr)
+        print(f"adaptmc {getattr(args, 'command', '')}: error: {error_line(err)}",
+              file=sys.stderr)
         if argv is None and getattr(err, "hdf5_broken", False):
             sys.stdout.flush()  # the command's process after a failed netCDF write: HDF5
             sys.stderr.flush()  # would crash closing the file at exit; the run folder is
@@ -282,7 +344,11 @@ def interrupted_advice(args) -> str:
     saved = (path / "checkpoint.npz").is_file() or (path / "warmup.npz").is_file()
     if saved and not (path / "draws.nc").exists():
         return f"resume with `adaptmc resume {folder}`"
-    if args.command == "sample" and (path / "draws.nc").exists():
+    now = _finished_draws(path)
+    if now is not None and now != _AT_START.get("draws"):
+        return (f"the run had finished: {folder} holds its draws (`adaptmc summary {folder}` "
+                "shows them)")
+    if args.command == "sample" and now is not None:
         return (f"stopped before the new run's first checkpoint: {folder} still holds the "
                 "previous run")
     return f"stopped before the first checkpoint: nothing was written to {folder}"

@@ -33,6 +33,7 @@ from adaptmc.kernels.base import Kernel
 from adaptmc.options import check_run_resources
 from adaptmc.run import checks, faults, store
 from adaptmc.run.compile_clock import compile_seconds
+from adaptmc.run.lock import owning
 from adaptmc.run.idata import describe_tuning, to_inference_data
 from adaptmc.run.loop import default_positions, initial_positions_checked
 from adaptmc.run.plan import Plan, RunOptions, as_plan, run_keys
@@ -83,7 +84,12 @@ def run(target: Target, plan: Plan | Kernel, params: Any | None = None,
     the same call.
     """
     plan, options = as_plan(plan, params, options, settings)
-    ctx = Context(target, plan, options)
+    with owning(options.output_dir, resume=options.resume):  # one process owns a run folder
+        return _run(Context(target, plan, options))
+
+
+def _run(ctx: Context) -> RunResult:
+    """Every stage of ``ctx``'s plan stepped to its end, checkpointed as it goes."""
     with ctx.guarded():
         for stage, state in ctx.stages():
             while not stage.done(state):

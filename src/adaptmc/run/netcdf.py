@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import io as io_text
+import json
 import os
 import shutil
 import sys
-from errno import ENOSPC
 from pathlib import Path
 
 import numpy as np
@@ -41,15 +41,20 @@ def write_draws(run_dir: Path, idata, describe=None):
                 _write_netcdf(tmp, idata, describe)
             except Exception as err:  # noqa: BLE001 - a failed write leaves no partial file
                 _abandon(tmp)
-                full = "No space left" in str(err) or getattr(err, "errno", 0) == ENOSPC
+                full = io.full_disk(err)
                 reason = "the disk is full" if full else io.describe_error(err)
                 failed = io.WriteError(_no_space(run_dir, need, reason))
                 failed.hdf5_broken = True  # HDF5 may crash closing it at exit: see the CLI
                 raise failed from None
+            except BaseException:  # Ctrl-C: no partial file, no handle closed at exit
+                _abandon(tmp)
+                raise
     finally:
         if "Traceback" not in complaints.getvalue():
             sys.stderr.write(complaints.getvalue())  # warnings of a write that worked
-    io.atomic_write_bytes(run_dir / CHECKSUM, f"{sha256(tmp)}  {io.DRAWS}\n".encode())
+    digest = sha256(tmp)
+    io.atomic_write_bytes(run_dir / CHECKSUM, f"{digest}  {io.DRAWS}\n".encode())
+    _record_checksum(run_dir, digest)
     tmp.replace(run_dir / io.DRAWS)
     shutil.rmtree(run_dir / io.CHUNKS, ignore_errors=True)
     io.remove_temporaries(run_dir)  # of writes a kill interrupted before a resume
@@ -68,14 +73,55 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _record_checksum(run_dir: Path, digest: str) -> None:
+    """Keep the draws' SHA-256 in ``config.json`` too (``draws_sha256``): deleting the
+    sidecar does not hide damage, and a finished run is known as one."""
+    config_path = run_dir / io.CONFIG
+    config = json.loads(config_path.read_text())
+    io.write_json(config_path, {**config, "draws_sha256": digest})
+
+
+def _checksums(run_dir: Path) -> set[str]:
+    """The SHA-256s the run folder recorded for its draws (sidecar and config.json)."""
+    found = set()
+    record = run_dir / CHECKSUM
+    if record.is_file():
+        found.update(record.read_text().split()[:1])
+    try:
+        saved = json.loads((run_dir / io.CONFIG).read_text()).get("draws_sha256")
+    except (OSError, ValueError, AttributeError):
+        saved = None
+    if isinstance(saved, str):
+        found.add(saved)
+    return found
+
+
+def finished_without_draws(run_dir: str | os.PathLike) -> str | None:
+    """The message for a finished run (its ``config.json`` records the draws' checksum and
+    its chunks are gone) whose ``draws.nc`` was deleted; None for any other folder."""
+    run_dir = Path(run_dir)
+    if (run_dir / io.DRAWS).exists() or (run_dir / io.CHUNKS).exists():
+        return None
+    try:
+        saved = json.loads((run_dir / io.CONFIG).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or "draws_sha256" not in saved:
+        return None
+    return (f"the run in {str(run_dir)!r} had finished, but its draws.nc was deleted "
+            "(config.json records its checksum; the draws were kept only there): its draws "
+            "are lost: run again with --force (force=True)")
+
+
 def verify_draws(run_dir: Path) -> None:
     """Raise `ValueError` naming ``draws.nc`` when its bytes differ from the SHA-256 written
-    with it (``draws.sha256``; a folder written before checksums is not checked)."""
-    path, record = Path(run_dir) / io.DRAWS, Path(run_dir) / CHECKSUM
-    if not record.is_file():
+    with it (``draws.sha256``, and ``draws_sha256`` in ``config.json``, so deleting one
+    does not hide damage; a folder written before checksums is not checked)."""
+    path = Path(run_dir) / io.DRAWS
+    expected = _checksums(Path(run_dir))
+    if not expected:
         return
-    expected = record.read_text().split()[:1]
-    if expected != [sha256(path)]:
+    if expected != {sha256(path)}:
         raise ValueError(f"{str(path)!r} is damaged: its bytes differ from the checksum "
                          f"written with it ({CHECKSUM}); its draws cannot be trusted: run "
                          "again with --force (force=True)")
@@ -108,6 +154,9 @@ def _abandon(tmp: Path) -> None:
     if tmp.exists():
         os.truncate(tmp, 0)
     for handle in [o for o in gc.get_objects() if issubclass(type(o), h5netcdf.File)]:
+        if not hasattr(handle, "_closed"):  # interrupted while it opened: nothing to close
+            handle._closed = True
+            continue
         if handle._closed or Path(handle._filename).resolve() != tmp.resolve():
             continue
         h5file, handle._closed = handle._File__h5file, True

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc import io
-from adaptmc.run.netcdf import read_draws, write_draws
+from adaptmc.run.netcdf import finished_without_draws, read_draws, write_draws
 from adaptmc.targets.base import compiled_logdensity_and_grad
 
 __all__ = ["read_draws", "write_draws"]  # with the rest: the run folder's files
@@ -113,6 +113,9 @@ def open_run_dir(output_dir: str | Path | None, *, resume: bool, force: bool,
             raise ValueError(f"cannot resume: {str(run_dir / io.CONFIG)!r} has no fingerprint "
                              "(damaged or not a run folder)")
         check_same_run(saved["fingerprint"], fingerprint)
+        deleted = finished_without_draws(run_dir)
+        if deleted is not None:
+            raise ValueError(deleted)
         if (run_dir / io.DRAWS).exists():
             raise ValueError(f"the run in {str(run_dir)!r} has finished (draws.nc is written): "
                              "nothing to resume")
@@ -122,6 +125,7 @@ def open_run_dir(output_dir: str | Path | None, *, resume: bool, force: bool,
             (folder / io.CHUNKS).mkdir()
             io.write_json(folder / io.CONFIG, {"fingerprint": fingerprint, **(config or {})})
 
+        io.discard_stale_siblings(run_dir)  # of killed runs: this process holds the lock
         return io.stage_output_dir(run_dir, force=force, kind="run", populate=populate)
     return run_dir
 
@@ -220,12 +224,25 @@ def write_checkpoint(run_dir: Path, pending: list[dict], num_chunks: int, next_i
     stopped adapting early, None if it did not; tuning record), each atomically;
     returns the chunk count. ``pending`` is emptied (its draws are on disk) and the memory
     they held given back (`adaptmc.io.release_freed_memory`)."""
+    need = sum(np.asarray(v).nbytes for piece in pending for v in piece.values()) + \
+        sum(np.asarray(v).nbytes for v in jax.tree.leaves((states, tuner_state)))
+    with io.telling_a_full_disk(run_dir, need, next_index):
+        return _write_checkpoint(run_dir, pending, num_chunks, next_index, total_grads,
+                                 states, tuner_state, record, key, adapt_stop)
+
+
+def _write_checkpoint(run_dir: Path, pending: list[dict], num_chunks: int, next_index: int,
+                      total_grads: int, states, tuner_state, record: dict, key,
+                      adapt_stop: int | None) -> int:
     io.atomic_savez_concatenated(io.chunk_path(run_dir, num_chunks), pending)
     pending.clear()
     num_chunks += 1
-    meta = {"next": next_index, "total_grads": total_grads, "chunks": num_chunks,
-            "adapt_stop": adapt_stop, "run": run_id(read_config(run_dir)["fingerprint"])}
-    arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+    # counters may be NumPy integers (a resumed record's); JSON takes Python ones
+    meta = {"next": int(next_index), "total_grads": int(total_grads), "chunks": num_chunks,
+            "adapt_stop": None if adapt_stop is None else int(adapt_stop),
+            "run": run_id(read_config(run_dir)["fingerprint"])}
+    arrays = {"meta": np.frombuffer(json.dumps(meta, default=io.json_default).encode(),
+                                    dtype=np.uint8),
               "key": np.asarray(jax.random.key_data(key))}
     arrays.update(io.tree_to_arrays("chain", states))
     arrays.update(io.tree_to_arrays("tuner", tuner_state))

@@ -63,11 +63,24 @@ def get_target(spec: str, data: Any = None) -> Target:
         check_position(made, made.initial_position, "initial position")
         return made
     if isinstance(made, tuple) and len(made) == 2:
+        _check_numbers(spec, made[1])
         return make_target(made[0], made[1], name=spec.partition(":")[2])
     raise ValueError(
         f"{spec} must return a Target or a (logdensity_fn, initial_params) pair, "
         f"got {type(made).__name__}"
     )
+
+
+def _check_numbers(spec: str, initial_params: Any) -> None:
+    """``initial_params`` of a user's pair: an array or a pytree of arrays of numbers."""
+    import jax
+    import numpy as np
+
+    for leaf in jax.tree.leaves(initial_params):
+        kind = "U" if isinstance(leaf, str | bytes) else np.asarray(leaf).dtype.kind
+        if kind not in "biuf":
+            raise ValueError(f"{spec} returned (logdensity_fn, initial_params) whose "
+                             f"initial_params are not numbers: {leaf!r:.60}")
 
 
 def as_target(obj: Any, *args: Any, name: str | None = None, **kwargs: Any) -> Target:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import zipfile
 from functools import cache
 from pathlib import Path
@@ -213,17 +214,23 @@ def data_json(data: Any) -> str:
         return json.dumps(data, default=_to_json)
     if isinstance(data, str) and data.lstrip().startswith("{"):
         return data
+    if not isinstance(data, str | os.PathLike):
+        raise ValueError(f"data must be a dict, JSON text or a .json/.json.zip file's path, "
+                         f"got a {type(data).__name__}")
     path = Path(data)
     if not path.is_file():
         raise ValueError(f"data file {str(path)!r} not found")
-    if path.suffix == ".zip":
+    try:
+        if path.suffix != ".zip":
+            return path.read_text()
         with zipfile.ZipFile(path) as archive:
             members = [m for m in archive.namelist() if m.endswith(".json")]
             if len(members) != 1:
                 raise ValueError(f"{path}: expected one .json file in the archive, found "
                                  f"{len(members)}")
             return archive.read(members[0]).decode()
-    return path.read_text()
+    except (zipfile.BadZipFile, UnicodeDecodeError, OSError) as err:
+        raise ValueError(f"data file {str(path)!r} cannot be read ({err})") from None
 
 
 def _to_json(value: Any) -> Any:
