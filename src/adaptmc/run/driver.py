@@ -33,8 +33,8 @@ from adaptmc.kernels.base import Kernel
 from adaptmc.options import check_run_resources
 from adaptmc.run import checks, faults, store
 from adaptmc.run.compile_clock import compile_seconds
-from adaptmc.run.lock import owning
 from adaptmc.run.idata import describe_tuning, to_inference_data
+from adaptmc.run.lock import owning
 from adaptmc.run.loop import default_positions, initial_positions_checked
 from adaptmc.run.plan import Plan, RunOptions, as_plan, run_keys
 from adaptmc.run.resume import load_warmup, start_super_transitions, write_warmup
