@@ -83,7 +83,7 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
            seed: int = 0, output_dir: str | Path | None = None, force: bool = False,
            thin: int | None = None, progress: bool = True, model_kwargs: dict | None = None,
            init=None, init_jitter: float = 0.5, data=None, compile_cache: bool = True,
-           **options):
+           float32: bool = False, **options):
     """Draw from ``target`` with the named ``recipe`` and return ArviZ InferenceData.
 
     Parameters
@@ -113,6 +113,11 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         same sizes (`adaptmc.compile_cache.use_compile_cache`, as the command line does);
         ``False`` compiles afresh. It takes effect if nothing was compiled before in the
         process (JAX decides once).
+    float32
+        Compute in single precision. By default the run is float64 whatever JAX's global
+        flag was, as on the command line: `sample` turns on ``jax_enable_x64`` (a setting of
+        the whole process) unless ``float32=True``, which a target computing in float64 (a
+        PyMC model, a Stan program) refuses.
     **options
         The recipe's options (e.g. ``super_transitions``, ``budget``, ``tuner``,
         ``metric``); an option the recipe does not take is a `ValueError`.
@@ -120,11 +125,12 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
     checked = check_sample_args(dict(recipe=recipe, chains=chains, seed=seed, thin=thin,
                                      init_jitter=init_jitter, output_dir=output_dir,
                                      force=force, progress=progress,
-                                     compile_cache=compile_cache,
+                                     compile_cache=compile_cache, float32=float32,
                                      model_kwargs=model_kwargs, init=init), options)
     chains, seed, thin, init_jitter, init = (checked[k] for k in (
         "chains", "seed", "thin", "init_jitter", "init"))
     options = checked["options"]
+    jax.config.update("jax_enable_x64", not float32)  # before the target's arrays are made
     if compile_cache:
         from adaptmc.compile_cache import use_compile_cache
 
@@ -134,7 +140,7 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
 
         prepare_output_dir(output_dir, force=force)  # refuse before any work
     with telling_target_errors(), one_chain_quiet(chains):
-        made = _make_target(target, model_args, model_kwargs, data)
+        made = in_precision(_make_target(target, model_args, model_kwargs, data), float32)
         check_resources(options, made.dim, chains, output_dir,
                         made.initial_position.dtype.itemsize)
         plan = build(recipe, made, seed=seed, **options)
@@ -189,7 +195,7 @@ def check_sample_args(args: dict, options: dict) -> dict:
     out = dict(args)
     for name in ("chains", "seed", "thin", "init_jitter"):
         out[name] = check_value(DECLARED[name], args[name])
-    for name in ("force", "progress", "compile_cache"):
+    for name in ("force", "progress", "compile_cache", "float32"):
         if not isinstance(args[name], bool | np.bool_):
             raise OptionError(name, f"must be True or False, got {args[name]!r}")
     if args["output_dir"] is not None and not isinstance(args["output_dir"], str | Path):
@@ -199,6 +205,26 @@ def check_sample_args(args: dict, options: dict) -> dict:
     out["init"] = _check_init(args["init"])
     out["options"] = check_options(options)
     return out
+
+
+def in_precision(target, float32: bool):
+    """``target`` computing in the asked precision: a target made in float32 (before
+    `sample` turned float64 on) starts from its start in float64; ``float32`` with a target
+    that computes in float64 is an `OptionError`."""
+    import dataclasses
+
+    import jax.numpy as jnp
+
+    itemsize = target.initial_position.dtype.itemsize
+    if float32 and (itemsize > 4 or jax.config.read("jax_enable_x64")
+                    or target.info.get("stan_model") is not None
+                    or target.info.get("source") == "pymc"):
+        raise OptionError("float32", f"the target {target.name!r} computes in float64 (a "
+                          "PyMC model, a Stan program or float64 arrays); drop float32=True")
+    if not float32 and itemsize < 8:
+        return dataclasses.replace(target, initial_position=jnp.asarray(
+            target.initial_position, jnp.float64))
+    return target
 
 
 def _check_init(init):

@@ -36,8 +36,9 @@ def stan_logdensity(model: StanModel):
     def host(points):
         points = np.asarray(points)
         values, grads, _ = model.log_density_gradient(points.reshape(-1, model.dim))
-        return (values.reshape(points.shape[:-1]).astype(points.dtype),
-                grads.reshape(points.shape).astype(points.dtype))
+        with np.errstate(over="ignore"):  # in float32, beyond its range is -inf: a rejection
+            return (values.reshape(points.shape[:-1]).astype(points.dtype),
+                    grads.reshape(points.shape).astype(points.dtype))
 
     def value_and_grad(position):
         shapes = (jax.ShapeDtypeStruct(position.shape[:-1], position.dtype),
