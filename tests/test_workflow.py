@@ -82,3 +82,107 @@ def test_float32_when_asked():
         jax.config.update("jax_enable_x64", True)
     with pytest.raises(OptionError, match="float32"):
         adaptmc.sample(target, float32="yes", **QUICK)
+
+
+def _regression_data(seed: int = 0, n: int = 30):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    return x, 1.0 + 2.0 * x + rng.normal(scale=0.5, size=n)
+
+
+def numpyro_regression(x, y=None):
+    import numpyro
+    import numpyro.distributions as dist
+
+    alpha = numpyro.sample("alpha", dist.Normal(0, 5))
+    beta = numpyro.sample("beta", dist.Normal(0, 5))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(2))
+    numpyro.sample("y", dist.Normal(alpha + beta * x, sigma), obs=y)
+
+
+def _loo_checks(idata, n: int, observed: str = "y"):
+    import arviz as az
+
+    assert idata.log_likelihood[observed].shape == (2, QUICK["draws"], n)
+    loo = az.loo(idata)
+    assert np.isfinite(loo.elpd_loo) and loo.n_data_points == n
+    assert az.compare({"a": idata, "b": idata}).shape[0] == 2
+
+
+def test_loo_on_a_numpyro_model():
+    pytest.importorskip("numpyro")
+    import adaptmc
+
+    x, y = _regression_data()
+    idata = adaptmc.sample(numpyro_regression, x, y, seed=2, **QUICK)
+    _loo_checks(idata, len(y))
+    np.testing.assert_array_equal(idata.observed_data["y"].values, y)
+    np.testing.assert_array_equal(idata.constant_data["x"].values, x)
+    # the pointwise values are NumPyro's own, at the stored draws
+    from numpyro.infer import log_likelihood
+
+    draws = {k: idata.posterior[k].values for k in ("alpha", "beta", "sigma")}
+    expected = log_likelihood(numpyro_regression, draws, x, y, batch_ndims=2)["y"]
+    np.testing.assert_allclose(idata.log_likelihood["y"].values, expected, rtol=1e-12)
+
+
+def test_loo_on_a_pymc_model():
+    pm = pytest.importorskip("pymc")
+    import adaptmc
+
+    x, y = _regression_data(1)
+    with pm.Model() as model:
+        xs = pm.Data("x", x)
+        alpha = pm.Normal("alpha", 0, 5)
+        beta = pm.Normal("beta", 0, 5)
+        sigma = pm.HalfNormal("sigma", 2)
+        pm.Normal("y", alpha + beta * xs, sigma, observed=y)
+    idata = adaptmc.sample(model, seed=3, **QUICK)
+    _loo_checks(idata, len(y))
+    np.testing.assert_array_equal(idata.observed_data["y"].values, y)
+    np.testing.assert_array_equal(idata.constant_data["x"].values, x)
+
+
+def test_loo_on_a_jax_log_density_with_a_pointwise_function():
+    import jax.numpy as jnp
+    from jax.scipy.stats import norm
+
+    import adaptmc
+    from adaptmc.targets import make_target
+
+    x, y = _regression_data(2)
+
+    def pointwise(params):
+        return norm.logpdf(y, params["alpha"] + params["beta"] * x, 0.5)
+
+    def logdensity(params):
+        return jnp.sum(pointwise(params)) + jnp.sum(norm.logpdf(params["alpha"], 0, 5)) \
+            + norm.logpdf(params["beta"], 0, 5)
+
+    target = make_target(logdensity, {"alpha": 0.0, "beta": 0.0}, log_likelihood=pointwise,
+                         observed_data={"y": y}, constant_data={"x": x})
+    idata = adaptmc.sample(target, seed=4, **QUICK)
+    _loo_checks(idata, len(y))
+
+
+@pytest.fixture(scope="module")
+def stan_idata():
+    """One short run of the eight-schools program with ``log_lik``, ``y_rep`` and a discrete
+    generated quantity (compiled once, then cached on disk)."""
+    if NO_STAN:
+        pytest.skip("needs httpstan and a C++ compiler")
+    import adaptmc
+
+    return adaptmc.sample(str(STAN_PROGRAM), data=EIGHT, seed=5, **QUICK)
+
+
+def test_loo_on_a_stan_program_with_log_lik(stan_idata):
+    _loo_checks(stan_idata, 8, observed="log_lik")
+    assert "log_lik" not in stan_idata.posterior
+
+
+def test_stan_replicated_data_has_the_observed_shape(stan_idata):
+    replicated = stan_idata.posterior_predictive["y_rep"]
+    assert replicated.shape == (2, QUICK["draws"]) + stan_idata.observed_data["y"].shape
+    assert "y_rep" not in stan_idata.posterior
+    np.testing.assert_array_equal(stan_idata.constant_data["sigma"].values, EIGHT["sigma"])

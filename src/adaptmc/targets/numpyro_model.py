@@ -53,7 +53,9 @@ def from_numpyro(
         variables"). Flat positions ravel the unconstrained site dict (sites in sorted name
         order); ``parameter_names`` are the site names with indices (``theta[3]``), and
         ``constrain(position)`` gives the latent sample sites in their own space, named as
-        the model names them, with its deterministic sites (no observed sites).
+        the model names them, with its deterministic sites (no observed sites); ``info``
+        carries the model, its arguments and its observations (`adaptmc.targets.
+        observations.numpyro_observations`: pointwise log-likelihood for LOO).
 
     Raises
     ------
@@ -63,8 +65,11 @@ def from_numpyro(
     from numpyro import handlers
     from numpyro.infer.util import constrain_fn, init_to_uniform, init_to_value, initialize_model
 
+    from adaptmc.targets.observations import numpyro_observations
+
     seeded = handlers.seed(model, rng_seed=INIT_SEED)
-    _check_continuous(handlers.trace(seeded).get_trace(*model_args, **model_kwargs))
+    trace = handlers.trace(seeded).get_trace(*model_args, **model_kwargs)
+    _check_continuous(trace)
     if init is None:
         strategy = init_to_uniform
     elif isinstance(init, dict):
@@ -89,7 +94,9 @@ def from_numpyro(
         lambda params: -potential(params),
         unconstrained,
         name=name or getattr(model, "__name__", "numpyro-model"),
-        info={"source": "numpyro"},
+        info={"source": "numpyro", "model": model, "model_args": model_args,
+              "model_kwargs": model_kwargs,
+              "observations": numpyro_observations(model, model_args, model_kwargs, trace)},
         constrain=constrain,
     )
 

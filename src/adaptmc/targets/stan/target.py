@@ -149,12 +149,23 @@ def stan_target(stan_file: str | Path, data: Any = None, *, name: str | None = N
         name=name, logdensity=stan_logdensity(model), dim=model.dim,
         unravel=lambda position: position, initial_position=start,
         parameter_names=model.unconstrained_names, constrain=constrain,
-        info={"stan_model": model, "stan_file": str(stan_file), "constrain": constrain},
+        info={"stan_model": model, "stan_file": str(stan_file), "constrain": constrain,
+              "observations": _observations(model, text, generated_quantities)},
     )
     reference = _folder_reference(stan_file)
     if reference is not None:  # a posteriordb folder: the bench compares on its quantities
         target.info["posterior"] = stan_file.resolve().parent.name
     return dataclasses.replace(target, reference=reference)
+
+
+def _observations(model: StanModel, text: str, generated: bool):
+    """The program's data and, with its generated quantities, its ``log_lik`` and
+    ``<y>_rep`` (`adaptmc.targets.observations.stan_observations`)."""
+    from adaptmc.targets.observations import stan_observations
+
+    data = json.loads(text) if text.strip() else {}
+    variables = [v for v in model.variables if generated or v.block != "generated quantities"]
+    return stan_observations(variables, data)
 
 
 def _data_message(message: str, text: str) -> str:
