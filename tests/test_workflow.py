@@ -186,3 +186,33 @@ def test_stan_replicated_data_has_the_observed_shape(stan_idata):
     assert replicated.shape == (2, QUICK["draws"]) + stan_idata.observed_data["y"].shape
     assert "y_rep" not in stan_idata.posterior
     np.testing.assert_array_equal(stan_idata.constant_data["sigma"].values, EIGHT["sigma"])
+
+
+def test_posterior_predictive_of_a_numpyro_model_has_the_observed_shape():
+    pytest.importorskip("numpyro")
+    import adaptmc
+
+    x, y = _regression_data()
+    idata = adaptmc.sample(numpyro_regression, x, y, seed=2, **QUICK)
+    idata = adaptmc.sample_posterior_predictive(idata, numpyro_regression, x, seed=1)
+    drawn = idata.posterior_predictive["y"]
+    assert drawn.shape == (2, QUICK["draws"]) + idata.observed_data["y"].shape
+    # each draw's replicate is centred on that draw's regression line
+    line = idata.posterior["alpha"].values[..., None] + idata.posterior["beta"].values[
+        ..., None] * x
+    residual = (drawn.values - line) / idata.posterior["sigma"].values[..., None]
+    assert abs(residual.mean()) < 5 / np.sqrt(residual.size) and 0.9 < residual.std() < 1.1
+
+
+def test_pymc_sample_posterior_predictive_reads_adaptmc_output():
+    pm = pytest.importorskip("pymc")
+    import adaptmc
+
+    x, y = _regression_data(1)
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0, 5)
+        sigma = pm.HalfNormal("sigma", 2)
+        pm.Normal("y", alpha + x, sigma, observed=y)
+    idata = adaptmc.sample(model, seed=3, **QUICK)
+    idata = adaptmc.sample_posterior_predictive(idata, model, seed=1)
+    assert idata.posterior_predictive["y"].shape == (2, QUICK["draws"], len(y))

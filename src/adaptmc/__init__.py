@@ -12,6 +12,7 @@ The pieces compose in one call::
 from adaptmc import diagnostics, kernels, objectives, run, targets, tuners
 from adaptmc.api import sample
 from adaptmc.compile_cache import use_compile_cache
+from adaptmc.predictive import sample_posterior_predictive
 from adaptmc.run import RunResult
 from adaptmc.targets import Target, make_target
 
@@ -26,6 +27,7 @@ __all__ = [
     "objectives",
     "run",
     "sample",
+    "sample_posterior_predictive",
     "targets",
     "tuners",
     "use_compile_cache",
