@@ -4,6 +4,7 @@ posterior predictive draws, names and diagnostics as the model's language has th
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -216,3 +217,85 @@ def test_pymc_sample_posterior_predictive_reads_adaptmc_output():
     idata = adaptmc.sample(model, seed=3, **QUICK)
     idata = adaptmc.sample_posterior_predictive(idata, model, seed=1)
     assert idata.posterior_predictive["y"].shape == (2, QUICK["draws"], len(y))
+
+
+def numpyro_logistic(x, y=None):
+    import numpyro
+    import numpyro.distributions as dist
+
+    beta = numpyro.sample("beta", dist.Normal(0, 2).expand([x.shape[1]]).to_event(1))
+    numpyro.sample("y", dist.Bernoulli(logits=x @ beta), obs=y)
+
+
+def _logistic_data(n: int = 40):
+    rng = np.random.default_rng(7)
+    x = np.column_stack([np.ones(n), rng.normal(size=n)])
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-(x @ np.array([0.3, 1.5]))))).astype(float)
+    return x, y
+
+
+PREDICTIVE = dict(chains=2, draws=40, warmup_steps=150, tuning=3, progress=False,
+                  objective="predictive", heldout=0.25)
+
+
+def test_predictive_reward_reads_held_out_observations_only():
+    """A held-out label leaves the training posterior and changes the reward; a training
+    label changes the posterior and leaves the reward's function of the draws."""
+    pytest.importorskip("numpyro")
+    from adaptmc.heldout import heldout_indices, predictive_setup
+    from adaptmc.targets.numpyro_model import from_numpyro
+
+    x, y = _logistic_data()
+    held = heldout_indices(len(y), 0.25, seed=0)
+    train = np.setdiff1d(np.arange(len(y)), held)
+    points = np.random.default_rng(1).normal(size=(3, 5, 2))
+    made = {}
+    for label, flip in (("base", None), ("held", held[0]), ("train", train[0])):
+        labels = y.copy()
+        if flip is not None:
+            labels[flip] = 1 - labels[flip]
+        target, objective, record = predictive_setup(
+            from_numpyro(numpyro_logistic, x, labels), 0.25, seed=0)
+        assert record == {"heldout_indices": held.tolist()}
+        density = np.array([float(target.logdensity(p)) for p in points.reshape(-1, 2)])
+        made[label] = density, objective(points, {}, 1)
+    np.testing.assert_allclose(made["held"][0], made["base"][0], rtol=1e-12)
+    assert made["held"][1] != made["base"][1]
+    assert not np.allclose(made["train"][0], made["base"][0])
+    assert made["train"][1] == made["base"][1]
+
+
+def test_predictive_tuning_through_the_api_and_the_cli(tmp_path):
+    pytest.importorskip("numpyro")
+    import adaptmc
+    from adaptmc.heldout import heldout_indices
+    from adaptmc.run.store import read_draws
+
+    x, y = _logistic_data()
+    idata = adaptmc.sample(numpyro_logistic, x, y, seed=0, **PREDICTIVE)
+    held = heldout_indices(len(y), 0.25, seed=0)
+    assert json.loads(idata.attrs["heldout"]) == {"heldout_indices": held.tolist()}
+    assert idata.tuning.attrs["objective"] == "heldout_log_predictive_density"
+    assert np.any(np.isfinite(idata.tuning["reward"].values))
+    module = tmp_path / "logistic_model.py"
+    np.savez(tmp_path / "data.npz", x=x, y=y)
+    module.write_text(
+        "import numpy as np\nimport numpyro\nimport numpyro.distributions as dist\n"
+        "from adaptmc.targets.numpyro_model import from_numpyro\n"
+        "def model(x, y=None):\n"
+        "    beta = numpyro.sample('beta', dist.Normal(0, 2).expand([2]).to_event(1))\n"
+        "    numpyro.sample('y', dist.Bernoulli(logits=x @ beta), obs=y)\n"
+        "def target():\n"
+        f"    data = np.load({str(tmp_path / 'data.npz')!r})\n"
+        "    return from_numpyro(model, data['x'], data['y'])\n")
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "adaptmc", "sample", "--target", "logistic_model:target",
+         "--objective", "predictive", "--heldout", "0.25", "--chains", "2", "--draws", "40",
+         "--warmup-steps", "150", "--tuning", "3", "--out", str(out), "--no-progress"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=900,
+        env={**os.environ, "PYTHONPATH": f"{SRC}:{tmp_path}"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    cli = read_draws(out)
+    assert cli.tuning.attrs["objective"] == "heldout_log_predictive_density"
+    np.testing.assert_array_equal(cli.tuning["reward"].values, idata.tuning["reward"].values)

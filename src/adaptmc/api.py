@@ -83,7 +83,7 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
            seed: int = 0, output_dir: str | Path | None = None, force: bool = False,
            thin: int | None = None, progress: bool = True, model_kwargs: dict | None = None,
            init=None, init_jitter: float = 0.5, data=None, compile_cache: bool = True,
-           float32: bool = False, **options):
+           float32: bool = False, heldout=None, **options):
     """Draw from ``target`` with the named ``recipe`` and return ArviZ InferenceData.
 
     Parameters
@@ -118,6 +118,10 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         flag was, as on the command line: `sample` turns on ``jax_enable_x64`` (a setting of
         the whole process) unless ``float32=True``, which a target computing in float64 (a
         PyMC model, a Stan program) refuses.
+    heldout
+        With ``objective="predictive"``: the observations the bandit's reward predicts
+        (`adaptmc.heldout`), a fraction held out at random with ``seed`` (``0.2``) or
+        held-out data as the model's arguments (a dict or a ``.json``/``.npz`` file).
     **options
         The recipe's options (e.g. ``super_transitions``, ``budget``, ``tuner``,
         ``metric``); an option the recipe does not take is a `ValueError`.
@@ -143,6 +147,9 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         made = in_precision(_make_target(target, model_args, model_kwargs, data), float32)
         check_resources(options, made.dim, chains, output_dir,
                         made.initial_position.dtype.itemsize)
+        if heldout is not None:
+            check_value(DECLARED["heldout"], heldout)
+        made, options, heldout_record = predictive_options(made, options, heldout, seed)
         plan = build(recipe, made, seed=seed, **options)
         starts = None if init is None and init_jitter == 0.5 else \
             np.asarray(starting_positions(made, chains, seed, init, init_jitter))
@@ -150,6 +157,8 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
                           output_dir=output_dir, force=force, thin=thin, progress=progress)
         idata = result.idata
         idata.attrs["recipe"] = plan.name
+        if heldout_record is not None:
+            idata.attrs["heldout"] = json.dumps(heldout_record)
         if progress:
             from adaptmc.diagnostics import format_summary
 
@@ -205,6 +214,19 @@ def check_sample_args(args: dict, options: dict) -> dict:
     out["init"] = _check_init(args["init"])
     out["options"] = check_options(options)
     return out
+
+
+def predictive_options(target, options: dict, heldout, seed: int):
+    """``objective="predictive"``: the training target and the held-out reward
+    (`adaptmc.heldout.predictive_setup`) in place of the name; else everything as it is."""
+    if options.get("objective") != "predictive":
+        if heldout is not None:
+            raise OptionError("heldout", "is for objective='predictive'")
+        return target, options, None
+    from adaptmc.heldout import predictive_setup
+
+    target, objective, record = predictive_setup(target, heldout, seed)
+    return target, {**options, "objective": objective}, record
 
 
 def in_precision(target, float32: bool):

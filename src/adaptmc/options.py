@@ -106,7 +106,26 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("init_jitter", "float", "each chain starts at --init plus U(-J, J) per "
            "coordinate (0: every chain at the point)", 0.5, 0.0, 1e6, metavar="J",
            none=False),
+    Option("heldout", "value", "with --objective predictive: the fraction of the "
+           "observations held out at random with --seed (e.g. 0.2), or a .json/.npz file "
+           "of held-out data (the model's arguments)", metavar="FRACTION|FILE",
+           parse=lambda text: _fraction_or_text(text), check=lambda v: _check_heldout(v)),
 )
+
+
+def _fraction_or_text(text: str):
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _check_heldout(value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str | dict):
+        raise OptionError("heldout", f"must be a fraction, a dict or a file, got "
+                          f"{_show(value)}")
+    if isinstance(value, int | float) and not 0.0 < value < 1.0:
+        raise OptionError("heldout", f"a fraction must lie in (0, 1), got {value}")
 
 ADAPTIVE = "adaptive"
 MANUAL = "manual"

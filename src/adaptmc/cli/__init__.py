@@ -37,6 +37,10 @@ def cmd_sample(args, resume: bool = False) -> int:
     options = recipe_options(args)
     target = get_target(args.target, data=getattr(args, "data", None))
     _check_precision(args, target)
+    from adaptmc.api import predictive_options
+
+    target, options, _ = predictive_options(target, options, getattr(args, "heldout", None),
+                                            args.seed)
     check_resources(options, target.dim, args.chains, args.out,
                     target.initial_position.dtype.itemsize)
     with one_chain_quiet(args.chains):

@@ -65,7 +65,7 @@ def from_numpyro(
     from numpyro import handlers
     from numpyro.infer.util import constrain_fn, init_to_uniform, init_to_value, initialize_model
 
-    from adaptmc.targets.observations import numpyro_observations
+    from adaptmc.targets.observations import numpyro_observations, numpyro_pointwise
 
     seeded = handlers.seed(model, rng_seed=INIT_SEED)
     trace = handlers.trace(seeded).get_trace(*model_args, **model_kwargs)
@@ -90,7 +90,7 @@ def from_numpyro(
     def constrain(params: dict[str, Array]) -> dict[str, Array]:
         return constrain_fn(model, model_args, model_kwargs, params, return_deterministic=True)
 
-    return make_target(
+    target = make_target(
         lambda params: -potential(params),
         unconstrained,
         name=name or getattr(model, "__name__", "numpyro-model"),
@@ -99,6 +99,9 @@ def from_numpyro(
               "observations": numpyro_observations(model, model_args, model_kwargs, trace)},
         constrain=constrain,
     )
+    target.info["pointwise"] = numpyro_pointwise(model, model_args, model_kwargs,
+                                                 target.constrain)
+    return target
 
 
 def _check_continuous(trace: dict) -> None:

@@ -153,3 +153,47 @@ def pointwise_observations(log_likelihood: Callable, observed: dict | None = Non
         return values if isinstance(values, dict) else {"y": values}
 
     return Observations(pointwise, dict(observed or {}), dict(constant or {}))
+
+
+def numpyro_pointwise(model: Callable, args: tuple, kwargs: dict, constrain: Callable):
+    """``(position, data=None) -> (n,)``: the log density of every observation of the NumPyro
+    model given one unconstrained position, observed sites flattened in trace order;
+    ``data`` (``{argument: value}``) replaces the model's arguments of those names (the
+    held-out observations)."""
+    import inspect
+
+    import jax.numpy as jnp
+    from numpyro.infer import log_likelihood
+
+    try:
+        bound = dict(inspect.signature(model).bind(*args, **kwargs).arguments)
+        call_args: tuple = ()
+    except TypeError:
+        bound, call_args = dict(kwargs), tuple(args)
+
+    def pointwise(position, data: dict | None = None):
+        values = log_likelihood(model, constrain(position), *call_args, batch_ndims=0,
+                                **{**bound, **(data or {})})
+        return jnp.concatenate([jnp.ravel(v) for v in values.values()])
+
+    return pointwise
+
+
+def pymc_pointwise(model: Any, order: list[str], unravel: Callable):
+    """``position -> (n,)``: the elementwise log density of the PyMC model's observed
+    variables given one unconstrained position (``model.logp(vars=observed, sum=False)``
+    through PyTensor's JAX backend)."""
+    import jax.numpy as jnp
+    from pymc.sampling.jax import get_jaxified_graph
+
+    graph = get_jaxified_graph(inputs=list(model.value_vars),
+                               outputs=model.logp(vars=model.observed_RVs, sum=False))
+
+    def pointwise(position, data: dict | None = None):
+        if data:
+            raise ValueError("held-out data for a PyMC model: give a fraction (set pm.Data "
+                             "for other data)")
+        params = unravel(position)
+        return jnp.concatenate([jnp.ravel(v) for v in graph(*(params[n] for n in order))])
+
+    return pointwise

@@ -52,7 +52,7 @@ def from_pymc(model: Any, name: str | None = None) -> Target:
     """
     from pymc.sampling.jax import get_jaxified_graph
 
-    from adaptmc.targets.observations import pymc_observations
+    from adaptmc.targets.observations import pymc_observations, pymc_pointwise
 
     values = list(model.value_vars)
     if not values:
@@ -79,10 +79,13 @@ def from_pymc(model: Any, name: str | None = None) -> Target:
         out = constrain_graph(*(params[n] for n in order))
         return {rv.name: x for rv, x in zip(free, out, strict=True)}
 
-    return make_target(
+    target = make_target(
         logdensity,
         initial,
         name=name or model.name or "pymc-model",
         info={"source": "pymc", "model": model, "observations": pymc_observations(model)},
         constrain=constrain,
     )
+    if model.observed_RVs:
+        target.info["pointwise"] = pymc_pointwise(model, order, target.unravel)
+    return target
