@@ -299,3 +299,31 @@ def test_predictive_tuning_through_the_api_and_the_cli(tmp_path):
     cli = read_draws(out)
     assert cli.tuning.attrs["objective"] == "heldout_log_predictive_density"
     np.testing.assert_array_equal(cli.tuning["reward"].values, idata.tuning["reward"].values)
+
+
+def test_stan_labels_are_one_based_and_generated_quantities_are_not_judged(stan_idata):
+    from adaptmc.diagnostics import convergence_warnings, format_summary, summary_in_blocks
+
+    table = summary_in_blocks(stan_idata)
+    assert "theta[1]" in table.index and "theta[8]" in table.index
+    assert "theta[0]" not in table.index
+    assert stan_idata.posterior["theta"].dims[2] == "theta_dim_0"  # as az.from_cmdstanpy
+    assert "best" in table.index and not table.loc["best", "judged"]
+    # the discrete generated quantity, however badly it mixes, raises no warning
+    assert not any("best" in w for w in convergence_warnings(stan_idata, table))
+    assert "best" not in " ".join(json.loads(stan_idata.attrs["warnings"]))
+    assert "best" in format_summary(stan_idata, max_rows=100)
+
+
+def test_a_badly_mixing_generated_quantity_would_be_judged_as_a_parameter(stan_idata):
+    """The same draws with ``best`` made to disagree between chains: counted as a
+    parameter it warns; named in the ``derived`` attribute it does not."""
+    from adaptmc.diagnostics import convergence_warnings, summary_in_blocks
+
+    copy = stan_idata.copy()
+    noise = np.random.default_rng(0).normal(size=copy.posterior["best"].shape)
+    copy.posterior["best"] = copy.posterior["best"] * 0 + noise + 5.0 * np.arange(2)[:, None]
+    copy.posterior.attrs["derived"] = "[]"
+    assert any("(best)" in w for w in convergence_warnings(copy, summary_in_blocks(copy)))
+    copy.posterior.attrs["derived"] = json.dumps(["best"])
+    assert not any("best" in w for w in convergence_warnings(copy, summary_in_blocks(copy)))

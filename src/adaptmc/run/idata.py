@@ -106,6 +106,7 @@ def to_inference_data(target, kernel, chunks, record, tuner, num_warmup, attrs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = az.from_dict(**groups, save_warmup=bool(num_warm_draws), attrs=attrs)
+        idata.posterior.attrs.update(_naming(target))
         tuning = xr.Dataset(
             {
                 name.replace("param/", ""): ("super_transition", np.asarray(values))
@@ -116,6 +117,14 @@ def to_inference_data(target, kernel, chunks, record, tuner, num_warmup, attrs):
         )
         idata.add_groups({"tuning": tuning})
     return idata
+
+
+def _naming(target) -> dict:
+    """The posterior's attributes that say how to read its variables: ``index_origin``
+    of flat labels (1 for Stan) and ``derived``, the variables diagnostics do not judge."""
+    info = getattr(target, "info", {})
+    return {"index_origin": int(info.get("index_origin", 0)),
+            "derived": json.dumps(list(info.get("derived", ())))}
 
 
 def describe_tuning(idata, tuner, tuner_state, objective, check_box: bool) -> None:

@@ -150,7 +150,9 @@ def stan_target(stan_file: str | Path, data: Any = None, *, name: str | None = N
         unravel=lambda position: position, initial_position=start,
         parameter_names=model.unconstrained_names, constrain=constrain,
         info={"stan_model": model, "stan_file": str(stan_file), "constrain": constrain,
-              "observations": _observations(model, text, generated_quantities)},
+              "observations": _observations(model, text, generated_quantities),
+              "index_origin": 1, "derived": [v.name for v in model.variables
+                                             if v.block == "generated quantities"]},
     )
     reference = _folder_reference(stan_file)
     if reference is not None:  # a posteriordb folder: the bench compares on its quantities
