@@ -327,3 +327,68 @@ def test_a_badly_mixing_generated_quantity_would_be_judged_as_a_parameter(stan_i
     assert any("(best)" in w for w in convergence_warnings(copy, summary_in_blocks(copy)))
     copy.posterior.attrs["derived"] = json.dumps(["best"])
     assert not any("best" in w for w in convergence_warnings(copy, summary_in_blocks(copy)))
+
+
+def test_init_as_named_constrained_values():
+    pytest.importorskip("numpyro")
+    from adaptmc.targets.initial import unconstrained_point
+    from adaptmc.targets.numpyro_model import from_numpyro
+
+    x, y = _regression_data()
+    target = from_numpyro(numpyro_regression, x, y)
+    point = unconstrained_point(target, {"sigma": 2.5, "beta": -1.0})
+    named = target.constrain(point)
+    assert float(named["sigma"]) == pytest.approx(2.5) and float(named["beta"]) == -1.0
+    assert float(named["alpha"]) == pytest.approx(float(target.constrain(
+        target.initial_position)["alpha"]))
+    with pytest.raises(ValueError, match="gamma"):
+        unconstrained_point(target, {"gamma": 1.0})
+    with pytest.raises(ValueError, match="init: .*support"):
+        unconstrained_point(target, {"sigma": -1.0})
+
+
+def test_init_dict_through_the_api_and_target_accept(tmp_path):
+    pytest.importorskip("numpyro")
+    import adaptmc
+
+    x, y = _regression_data()
+    idata = adaptmc.sample(numpyro_regression, x, y, seed=2, init={"sigma": 0.5},
+                           init_jitter=0.0, target_accept=0.95, **QUICK)
+    assert np.isfinite(idata.posterior["sigma"].values).all()
+
+
+def test_target_accept_reaches_the_default_recipes_warmup(monkeypatch):
+    import jax
+
+    import adaptmc
+    from adaptmc.options import OptionError
+    from adaptmc.recipes import adaptive, build
+    from adaptmc.targets import get_target
+
+    seen = {}
+
+    def stop(*args, **kwargs):
+        seen.update(kwargs)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(adaptive, "early_warmup", stop)
+    target = get_target("gauss-2d-v1")
+    plan = build("adaptive-hmc", target, target_accept=0.95)
+    with pytest.raises(RuntimeError, match="stop"):
+        plan.prepare(target, np.zeros((2, target.dim)), jax.random.key(0))
+    assert seen["target_accept"] == 0.95 and plan.options["target_accept"] == 0.95
+    with pytest.raises(OptionError, match="target_accept"):
+        adaptmc.sample(target, target_accept=1.5, progress=False)
+
+
+def test_init_dict_for_a_pymc_model():
+    pm = pytest.importorskip("pymc")
+    from adaptmc.targets.initial import unconstrained_point
+    from adaptmc.targets.pymc_model import from_pymc
+
+    with pm.Model() as model:
+        pm.HalfNormal("tau", 2)
+        pm.Uniform("p", 0, 1)
+    target = from_pymc(model)
+    named = target.constrain(unconstrained_point(target, {"tau": 3.0, "p": 0.25}))
+    assert float(named["tau"]) == pytest.approx(3.0) and float(named["p"]) == pytest.approx(0.25)

@@ -102,7 +102,9 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
     output_dir, force
         Write a run folder (resumable, see `adaptmc.run.run`).
     init, init_jitter
-        Where the chains start, in the target's unconstrained space (`adaptmc.run.
+        Where the chains start: a dict of named values in the model's own (constrained)
+        space, ``{"tau": 2.0}`` (`adaptmc.targets.initial`; parameters left out start
+        where the target starts), or in the target's unconstrained space (`adaptmc.run.
         starting_positions`): ``None`` (the target's initial position) or a ``(dim,)``
         point, each plus ``U(-init_jitter, init_jitter)`` per chain and coordinate; or
         ``(chains, dim)`` points, used as they are.
@@ -150,6 +152,10 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         if heldout is not None:
             check_value(DECLARED["heldout"], heldout)
         made, options, heldout_record = predictive_options(made, options, heldout, seed)
+        if isinstance(init, dict):
+            from adaptmc.targets.initial import unconstrained_point
+
+            init = unconstrained_point(made, init)
         plan = build(recipe, made, seed=seed, **options)
         starts = None if init is None and init_jitter == 0.5 else \
             np.asarray(starting_positions(made, chains, seed, init, init_jitter))
@@ -253,9 +259,14 @@ def _check_init(init):
     """``init`` as a float array (None stays None), or `OptionError` naming it."""
     if init is None:
         return None
-    if isinstance(init, str | bytes | dict):
-        raise OptionError("init", "must be an array of numbers, the unconstrained point "
-                          f"(dim,) or points (chains, dim), got a {type(init).__name__}")
+    if isinstance(init, dict):  # named constrained values: mapped once the target is made
+        if not all(isinstance(k, str) for k in init):
+            raise OptionError("init", "a dict must map parameter names to values")
+        return init
+    if isinstance(init, str | bytes):
+        raise OptionError("init", "must be a dict of named values or an array of numbers, "
+                          "the unconstrained point (dim,) or points (chains, dim), got a "
+                          f"{type(init).__name__}")
     try:
         values = np.asarray(init, dtype=float)
     except (TypeError, ValueError) as err:

@@ -178,7 +178,8 @@ RECIPE_OPTIONS: tuple[Option, ...] = (
            choices=("exp", "poly", "geometric", "constant"), group=MANUAL),
     Option("anneal_rate", "float", "the schedule's parameter (exp 0.05, poly 0.5, "
            "geometric 0.99, constant 1)", low=0.0, high=1e3, group=MANUAL),
-    Option("target_accept", "float", "target acceptance rate of dual averaging",
+    Option("target_accept", "float", "target acceptance rate of dual averaging (adaptive-hmc: "
+           "its warm-up's, default 0.8)",
            low=0.0, high=1.0, open="both", group=MANUAL),
     Option("objective", "value", "the bandit's reward: esjd, esjd-sqrt-l, chees, ess-lag1, "
            "autocorrelation, min-ess or module:function", group=MANUAL,

@@ -102,11 +102,16 @@ def _starts(args, target):
 
     values = getattr(args, "init_values", None)
     if values is None and args.init is not None:
-        values = _read_init(args.init).tolist()
+        values = _read_init(args.init)
+        values = values if isinstance(values, dict) else values.tolist()
     jitter = getattr(args, "init_jitter", 0.5)
     args.init_values = values
     if values is None and jitter == 0.5:
         return None
+    if isinstance(values, dict):  # named constrained values (a .json object)
+        from adaptmc.targets.initial import unconstrained_point
+
+        values = unconstrained_point(target, values)
     return np.asarray(starting_positions(target, args.chains, args.seed, values, jitter))
 
 
@@ -125,6 +130,8 @@ def _read_init(text: str):
     else:
         try:
             raw = path.read_text()
+            if path.suffix == ".json" and raw.lstrip().startswith("{"):
+                return _named_init(text, json.loads(raw))
             values = np.asarray(json.loads(raw) if path.suffix == ".json"
                                 else [line.split() for line in raw.splitlines() if line.strip()],
                                 dtype=float)
@@ -134,6 +141,16 @@ def _read_init(text: str):
     if values.dtype.kind not in "fiu" or not np.all(np.isfinite(values)):
         raise ValueError(f"--init {text!r}: expected finite real numbers")
     return np.asarray(values, dtype=float)
+
+
+def _named_init(text: str, values) -> dict:
+    """A ``.json`` object of named constrained values, each a number or nested lists."""
+    import numpy as np
+
+    try:
+        return {str(k): np.asarray(v, dtype=float).tolist() for k, v in values.items()}
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"--init {text!r}: expected real numbers ({err})") from None
 
 
 # the options of `adaptmc sample` a run folder's config.json must record to be resumed

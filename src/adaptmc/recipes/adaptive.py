@@ -120,6 +120,7 @@ def adaptive_hmc(
     budget: int | None = None,
     objective: str | Callable = "ess-lag1",
     jitter: float = 0.2,
+    target_accept: float = 0.8,
     seed: int = 0,
 ) -> Plan:
     """Adaptive HMC (see the module docstring).
@@ -153,6 +154,9 @@ def adaptive_hmc(
         The bandit's reward (a name of `adaptmc.objectives.OBJECTIVES` or a callable).
     jitter
         Step-size jitter ``j``: each trajectory's step is ``eps U(1 - j, 1 + j)``.
+    target_accept
+        The acceptance rate the warm-up's dual averaging aims at (Hoffman & Gelman 2014,
+        Alg. 5; Stan's ``adapt_delta``); the bandit then tunes ``(eps, L)`` by its reward.
     seed
         Unused here (the warm-up takes the run's key); accepted for a uniform interface.
     """
@@ -169,10 +173,13 @@ def adaptive_hmc(
         raise ValueError(f"stop_tolerance must be >= 0 (0: off), got {stop_tolerance}")
     made_objective = objective_from_name(objective)
     hmc.check_params(HMCParams(jitter=jitter))
+    if not 0.0 < target_accept < 1.0:
+        raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
     options = options_of(locals())
 
     def prepare(target: Target, positions: np.ndarray, key) -> Prepared:
-        warm = early_warmup(target, positions, key, num_steps=warmup_steps, metric=metric)
+        warm = early_warmup(target, positions, key, num_steps=warmup_steps, metric=metric,
+                            target_accept=target_accept)
         plan = tuned_plan(warm, tuner=tuner, tuning=tuning, draws=draws, budget=budget,
                           objective=made_objective, jitter=jitter, options=options,
                           stop=(stop_rule, stop_tolerance))
