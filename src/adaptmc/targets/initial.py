@@ -15,7 +15,6 @@ def unconstrained_point(target: Any, values: dict) -> np.ndarray:
     Stan's own ``unconstrain``, NumPyro's ``unconstrain_fn``, the PyMC transforms' forward
     maps, or (a JAX log density without ``constrain``) the parameters themselves.
     `ValueError` naming an unknown parameter or a value outside its support."""
-    info = target.info
     start = _named_start(target)
     unknown = sorted(set(values) - set(start))
     if unknown:
