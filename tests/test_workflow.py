@@ -392,3 +392,26 @@ def test_init_dict_for_a_pymc_model():
     target = from_pymc(model)
     named = target.constrain(unconstrained_point(target, {"tau": 3.0, "p": 0.25}))
     assert float(named["tau"]) == pytest.approx(3.0) and float(named["p"]) == pytest.approx(0.25)
+
+
+def _readme_block(heading: str) -> str:
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    section = text[text.index(heading):]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_readme_workflow_block_runs(monkeypatch, capsys):
+    """The README's LOO / posterior predictive / predictive tuning block, verbatim, at small
+    sizes."""
+    pytest.importorskip("numpyro")
+    import functools
+
+    import adaptmc
+
+    small = dict(chains=2, draws=100, warmup_steps=150, tuning=4, progress=False)
+    monkeypatch.setattr(adaptmc, "sample", functools.partial(adaptmc.sample, **small))
+    scope: dict = {}
+    exec(_readme_block("## LOO, posterior predictive checks"), scope)
+    assert scope["idata"].posterior_predictive["y"].shape == (2, 100, 100)
+    assert np.any(np.isfinite(scope["tuned"].tuning["reward"].values))
+    assert "elpd_loo" in capsys.readouterr().out
