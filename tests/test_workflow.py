@@ -415,3 +415,26 @@ def test_readme_workflow_block_runs(monkeypatch, capsys):
     assert scope["idata"].posterior_predictive["y"].shape == (2, 100, 100)
     assert np.any(np.isfinite(scope["tuned"].tuning["reward"].values))
     assert "elpd_loo" in capsys.readouterr().out
+
+
+def test_pair_plot_marks_divergences_and_skips_generated_quantities(stan_idata, tmp_path,
+                                                                    monkeypatch):
+    from adaptmc import posterior_plots
+
+    copy = stan_idata.copy()
+    diverging = np.zeros(copy.sample_stats["diverging"].shape, bool)
+    diverging[0, :5] = True
+    copy.sample_stats["diverging"] = (copy.sample_stats["diverging"].dims, diverging)
+    seen = {}
+    real = posterior_plots._subset
+
+    def spy(draws, names, chosen, stats=None):
+        seen.setdefault("names", []).append([names[i] for i in chosen])
+        seen.setdefault("stats", []).append(stats)
+        return real(draws, names, chosen, stats)
+
+    monkeypatch.setattr(posterior_plots, "_subset", spy)
+    written = posterior_plots.write_posterior_plots(copy, tmp_path)
+    assert "pair.png" in [p.name for p in written]  # drawn where draws diverged
+    assert int(seen["stats"][-1]["diverging"].sum()) == 5
+    assert not any(name.startswith("best") for names in seen["names"] for name in names)
