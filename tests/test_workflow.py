@@ -438,3 +438,38 @@ def test_pair_plot_marks_divergences_and_skips_generated_quantities(stan_idata, 
     assert "pair.png" in [p.name for p in written]  # drawn where draws diverged
     assert int(seen["stats"][-1]["diverging"].sum()) == 5
     assert not any(name.startswith("best") for names in seen["names"] for name in names)
+
+
+def test_cli_predict_writes_posterior_predictive_draws(tmp_path):
+    pytest.importorskip("numpyro")
+    import xarray as xr
+
+    x, y = _regression_data()
+    np.savez(tmp_path / "data.npz", x=x, y=y)
+    (tmp_path / "regression_model.py").write_text(
+        "import numpy as np\nimport numpyro\nimport numpyro.distributions as dist\n"
+        "from adaptmc.targets.numpyro_model import from_numpyro\n"
+        "def model(x, y=None):\n"
+        "    a = numpyro.sample('a', dist.Normal(0, 5))\n"
+        "    s = numpyro.sample('s', dist.HalfNormal(2))\n"
+        "    numpyro.sample('y', dist.Normal(a + 2 * x, s), obs=y)\n"
+        "def target():\n"
+        f"    data = np.load({str(tmp_path / 'data.npz')!r})\n"
+        "    return from_numpyro(model, data['x'], data['y'])\n")
+    env = {**os.environ, "PYTHONPATH": f"{SRC}:{tmp_path}"}
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "adaptmc"]
+    done = subprocess.run(
+        [*command, "sample", "--target", "regression_model:target", "--chains", "2",
+         "--draws", "50", "--warmup-steps", "150", "--tuning", "3", "--out", str(out),
+         "--no-progress"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    refused = subprocess.run([*command, "predict", str(out)], capture_output=True, text=True,
+                             cwd=tmp_path, env=env, timeout=900)
+    assert refused.returncode != 0 and "--trust-code" in refused.stderr
+    done = subprocess.run([*command, "predict", str(out), "--target",
+                           "regression_model:target"], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    drawn = xr.open_dataset(out / "posterior_predictive.nc")
+    assert drawn["y"].shape == (2, 50, len(y))

@@ -77,3 +77,28 @@ def _numpyro_predictive(idata, model, model_args: tuple, model_kwargs: dict, see
 
     idata.extend(az.from_dict(posterior_predictive=kept), join="right")
     return idata
+
+
+def target_posterior_predictive(idata, target: Any, seed: int = 0):
+    """`sample_posterior_predictive` with the model a `Target` was made from (a run folder's
+    target on the command line): a NumPyro model is called with its arguments, those equal
+    to its observed data set to None; a PyMC model as it is; a Stan program's ``<y>_rep``
+    are in ``idata`` already."""
+    info = getattr(target, "info", {})
+    if "stan_model" in info:
+        return sample_posterior_predictive(idata, info.get("stan_file", "model.stan"))
+    if info.get("source") == "pymc":
+        return sample_posterior_predictive(idata, info["model"], seed=seed)
+    if info.get("source") != "numpyro":
+        raise ValueError(f"the target {getattr(target, 'name', '?')!r} is not a NumPyro, PyMC "
+                         "or Stan model: it has no model to draw data from")
+    import inspect
+
+    import numpy as np
+
+    model, observed = info["model"], info["observations"].observed.values()
+    bound = inspect.signature(model).bind(*info["model_args"], **info["model_kwargs"])
+    arguments = {name: None if any(np.shape(value) == np.shape(o) and np.array_equal(
+        np.asarray(value), o) for o in observed) else value
+        for name, value in bound.arguments.items()}
+    return sample_posterior_predictive(idata, model, seed=seed, **arguments)

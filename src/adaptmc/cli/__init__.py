@@ -247,7 +247,43 @@ def cmd_targets(args) -> int:
     return 0
 
 
+def cmd_predict(args) -> int:
+    """Posterior predictive draws of a finished run (`adaptmc.predictive`), written to
+    ``RUN/posterior_predictive.nc``; a ``module:function`` target is imported only when
+    confirmed, as for ``resume``."""
+    from adaptmc.predictive import target_posterior_predictive
+    from adaptmc.run.netcdf import read_draws, verify_draws
+    from adaptmc.run.store import read_config
+    from adaptmc.targets import get_target
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "draws.nc").is_file():
+        raise FileNotFoundError(f"{str(run_dir / 'draws.nc')!r} not found: the run has not "
+                                "finished")
+    saved = read_config(run_dir).get("cli") or {}
+    spec = saved.get("target")
+    if not isinstance(spec, str):
+        raise ValueError(f"{args.run_dir!r} was not started from the command line")
+    if ":" in spec and not args.trust_code and args.target != spec:
+        raise ValueError(f"{args.run_dir!r} names user code as its target ({spec!r}): pass "
+                         f"--target {spec} or --trust-code to import it")
+    import jax
+
+    jax.config.update("jax_enable_x64", not saved.get("float32", False))
+    verify_draws(run_dir)
+    target = get_target(spec, data=saved.get("data"))
+    idata = target_posterior_predictive(read_draws(run_dir), target, seed=args.seed)
+    group = idata.posterior_predictive
+    path = run_dir / "posterior_predictive.nc"
+    group.to_netcdf(path.with_suffix(".nc.tmp"))
+    path.with_suffix(".nc.tmp").replace(path)
+    shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in group.data_vars.items())
+    print(f"posterior predictive draws: {shapes}\nwritten: {path}")
+    return 0
+
+
 COMMANDS = {
+    "predict": cmd_predict,
     "sample": cmd_sample,
     "resume": cmd_resume,
     "summary": cmd_summary,

@@ -55,6 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("targets", help="list the built-in targets")
 
+    predict = add("predict", help="posterior predictive draws of a finished run folder "
+                  "(NumPyro, PyMC or Stan model) into RUN/posterior_predictive.nc")
+    predict.add_argument("run_dir", help="a finished run folder (holding draws.nc)")
+    predict.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
+    predict.add_argument("--trust-code", action="store_true",
+                         help="import the module:function the run folder's config.json names")
+    predict.add_argument("--target", default=None, metavar="MODULE:FUNCTION",
+                         help="confirm the run's module:function target by naming it")
+
     return parser
 
 
