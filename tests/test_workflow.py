@@ -473,3 +473,35 @@ def test_cli_predict_writes_posterior_predictive_draws(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     drawn = xr.open_dataset(out / "posterior_predictive.nc")
     assert drawn["y"].shape == (2, 50, len(y))
+
+
+LOGISTIC_PROGRAM = Path(__file__).parent / "data" / "logistic_loo.stan"
+
+
+@needs_stan
+def test_predictive_tuning_of_a_stan_program_reads_its_held_out_data():
+    """The same program given the held-out data scores the draws: a held-out label changes
+    the reward of the same draws, the training posterior is the program's own data."""
+    from adaptmc.heldout import predictive_setup
+    from adaptmc.targets.stan import stan_target
+
+    x, y = _logistic_data()
+    data = {"N": 30, "K": 2, "x": x[:30], "y": y[:30].astype(int)}
+    held = {"N": 10, "K": 2, "x": x[30:], "y": y[30:].astype(int)}
+    target = stan_target(LOGISTIC_PROGRAM, data)
+    points = np.random.default_rng(1).normal(size=(2, 4, 2))
+    train, objective, _ = predictive_setup(target, held, seed=0)
+    assert train is target
+    flipped = {**held, "y": held["y"].copy()}
+    flipped["y"][0] = 1 - flipped["y"][0]
+    other = predictive_setup(target, flipped, seed=0)[1]
+    assert objective(points, {}, 1) != other(points, {}, 1)
+    # the reward is the held-out log predictive density of these draws
+    from scipy.special import expit, logsumexp
+
+    logits = points.reshape(-1, 2) @ held["x"].T
+    pointwise = np.where(held["y"] == 1, np.log(expit(logits)), np.log(expit(-logits)))
+    expected = np.mean(logsumexp(pointwise, axis=0) - np.log(pointwise.shape[0]))
+    assert objective(points, {}, 1) == pytest.approx(expected, rel=1e-10)
+    with pytest.raises(ValueError, match="held-out data"):
+        predictive_setup(target, 0.2, seed=0)

@@ -155,7 +155,11 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         if isinstance(init, dict):
             from adaptmc.targets.initial import unconstrained_point
 
-            init = unconstrained_point(made, init)
+            try:
+                init = unconstrained_point(made, init)
+            except ValueError as err:
+                problem = str(err).removeprefix("init").lstrip(": ")
+                raise OptionError("init", problem) from None
         plan = build(recipe, made, seed=seed, **options)
         starts = None if init is None and init_jitter == 0.5 else \
             np.asarray(starting_positions(made, chains, seed, init, init_jitter))

@@ -47,19 +47,21 @@ def predictive_setup(target, heldout: Any, seed: int):
     """``(training target, objective, record)`` of predictive tuning on ``target``:
     ``heldout`` a fraction in (0, 1) or held-out data (dict or file); ``record`` says which
     observations the reward reads (``heldout_indices`` or ``heldout_data``)."""
-    pointwise = target.info.get("pointwise")
-    if pointwise is None:
-        raise OptionError("objective", "'predictive' needs a model with a pointwise "
-                          "log-likelihood (a NumPyro or PyMC model with observed data)")
-    if heldout is None:
-        raise OptionError("heldout", "objective 'predictive' needs held-out observations: "
-                          "a fraction (e.g. 0.2) or held-out data (a dict or a .json/.npz "
-                          "file of the model's arguments)")
     if isinstance(heldout, str):  # the command line's text: a fraction or a file
         try:
             heldout = float(heldout)
         except ValueError:
             pass
+    if "stan_model" in target.info:
+        return _stan_setup(target, heldout)
+    pointwise = target.info.get("pointwise")
+    if pointwise is None:
+        raise OptionError("objective", "'predictive' needs a model with a pointwise "
+                          "log-likelihood (a NumPyro, PyMC or Stan model with observed data)")
+    if heldout is None:
+        raise OptionError("heldout", "objective 'predictive' needs held-out observations: "
+                          "a fraction (e.g. 0.2) or held-out data (a dict or a .json/.npz "
+                          "file of the model's arguments)")
     if isinstance(heldout, int | float) and not isinstance(heldout, bool):
         import jax.numpy as jnp
 
@@ -79,6 +81,33 @@ def predictive_setup(target, heldout: Any, seed: int):
     pointwise(target.initial_position, data)  # a wrong name or shape fails here, once
     return (target, predictive_objective(lambda p: pointwise(p, data)),
             {"heldout_data": sorted(data)})
+
+
+def _stan_setup(target, heldout: Any):
+    """A Stan program's predictive tuning: the same program given the held-out data (a
+    dict or a ``.json`` file) computes its generated quantity ``log_lik`` at each draw's
+    unconstrained point; the run samples the program with its own (training) data."""
+    from adaptmc.targets.observations import STAN_LOG_LIK
+    from adaptmc.targets.stan import stan_target
+
+    if heldout is None or isinstance(heldout, int | float):
+        raise OptionError("heldout", "a Stan program takes held-out data (a dict or a .json "
+                          "file for its data block), not a fraction: the program's "
+                          "likelihood is its own")
+    data = heldout if isinstance(heldout, dict) else str(heldout)
+    held = stan_target(target.info["stan_file"], data, name=f"{target.name}-heldout")
+    if held.dim != target.dim:
+        raise OptionError("heldout", f"the program given the held-out data has {held.dim} "
+                          f"parameters, not {target.dim}: the parameters must not depend on "
+                          "the data's sizes")
+    if STAN_LOG_LIK not in held.constrain(held.initial_position):
+        raise OptionError("objective", "'predictive' with a Stan program needs the "
+                          f"generated quantity {STAN_LOG_LIK} (one entry per observation)")
+
+    def pointwise(position):
+        return held.constrain(position)[STAN_LOG_LIK].reshape(-1)
+
+    return target, predictive_objective(pointwise), {"heldout_data": "stan data"}
 
 
 def read_heldout(heldout: Any) -> dict:

@@ -106,9 +106,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("init_jitter", "float", "each chain starts at --init plus U(-J, J) per "
            "coordinate (0: every chain at the point)", 0.5, 0.0, 1e6, metavar="J",
            none=False),
-    Option("heldout", "value", "with --objective predictive: the fraction of the "
-           "observations held out at random with --seed (e.g. 0.2), or a .json/.npz file "
-           "of held-out data (the model's arguments)", metavar="FRACTION|FILE",
+    Option("heldout", "value", "--objective predictive's held-out observations: a "
+           "fraction (0.2, drawn with --seed) or a data file", metavar="FRACTION|FILE",
            parse=lambda text: _fraction_or_text(text), check=lambda v: _check_heldout(v)),
 )
 

@@ -103,10 +103,9 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     for option in RUN_OPTIONS:
         add_declared(run, option)
     run.add_argument("--init", default=None, metavar="FILE",
-                     help="starting point(s): a .json object of named values in the "
-                          "model's own space ({\"tau\": 2.0}), or unconstrained: a .npy, "
-                          ".json or text file holding a (dim,) point (jittered by "
-                          "--init-jitter) or a (chains, dim) array")
+                     help="start: a .json object of named values ({\"tau\": 2}), or "
+                          "an unconstrained (dim,) point or (chains, dim) array (.npy, "
+                          ".json, text)")
     run.add_argument("--float32", action="store_true",
                      help="single precision (default: float64)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")

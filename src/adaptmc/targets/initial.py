@@ -16,6 +16,9 @@ def unconstrained_point(target: Any, values: dict) -> np.ndarray:
     maps, or (a JAX log density without ``constrain``) the parameters themselves.
     `ValueError` naming an unknown parameter or a value outside its support."""
     start = _named_start(target)
+    if not start:
+        raise ValueError("init: the target's parameters have no names (a flat array); give "
+                         "the unconstrained point as an array")
     unknown = sorted(set(values) - set(start))
     if unknown:
         raise ValueError(f"init names {unknown}; the model's parameters are "
