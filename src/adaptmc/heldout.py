@@ -52,6 +52,8 @@ def predictive_setup(target, heldout: Any, seed: int):
             heldout = float(heldout)
         except ValueError:
             pass
+    if isinstance(heldout, float) and not 0.0 < heldout < 1.0:
+        raise OptionError("heldout", f"must be a fraction in (0, 1), got {heldout}")
     if "stan_model" in target.info:
         return _stan_setup(target, heldout)
     pointwise = target.info.get("pointwise")

@@ -108,23 +108,15 @@ RUN_OPTIONS: tuple[Option, ...] = (
            none=False),
     Option("heldout", "value", "--objective predictive's held-out observations: a "
            "fraction (0.2, drawn with --seed) or a data file", metavar="FRACTION|FILE",
-           parse=lambda text: _fraction_or_text(text), check=lambda v: _check_heldout(v)),
+           check=lambda v: _check_heldout(v)),
 )
 
 
-def _fraction_or_text(text: str):
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
 def _check_heldout(value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str | dict):
-        raise OptionError("heldout", f"must be a fraction, a dict or a file, got "
+    if isinstance(value, bool) or not isinstance(value, int | float | str | dict) or (
+            isinstance(value, int | float) and not 0.0 < value < 1.0):
+        raise OptionError("heldout", "must be a fraction in (0, 1), a dict or a file, got "
                           f"{_show(value)}")
-    if isinstance(value, int | float) and not 0.0 < value < 1.0:
-        raise OptionError("heldout", f"a fraction must lie in (0, 1), got {value}")
 
 ADAPTIVE = "adaptive"
 MANUAL = "manual"
