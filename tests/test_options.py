@@ -60,8 +60,8 @@ def test_sample_refuses_a_bad_keyword_naming_it(tmp_path, name, value):
 
 
 @pytest.mark.parametrize("keywords, message", [
-    (dict(init="zeros"), "^init must be an array"),
-    (dict(init={"x": 0.0}), "^init must be an array"),
+    (dict(init="zeros"), "^init must be a dict of named values or an array"),
+    (dict(init={"x": 0.0}), "^init the target's parameters have no names"),
     (dict(init=[0.0, math.nan]), "^init must hold finite"),
     (dict(objective=3, recipe="manual"), "^objective must be a name or a function"),
     (dict(kernel=3, recipe="manual"), "^kernel must be"),

@@ -16,6 +16,7 @@ quiet_interrupts_at_start()  # first: a Ctrl-C during the imports below is one l
 from adaptmc import diagnostics, kernels, objectives, run, targets, tuners  # noqa: E402
 from adaptmc.api import sample  # noqa: E402
 from adaptmc.compile_cache import use_compile_cache  # noqa: E402
+from adaptmc.predictive import sample_posterior_predictive  # noqa: E402
 from adaptmc.run import RunResult  # noqa: E402
 from adaptmc.targets import Target, make_target  # noqa: E402
 
@@ -30,6 +31,7 @@ __all__ = [
     "objectives",
     "run",
     "sample",
+    "sample_posterior_predictive",
     "targets",
     "tuners",
     "use_compile_cache",

@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 
 from adaptmc.option_values import check_data, check_structured
@@ -24,10 +25,10 @@ from adaptmc.options import RUN_OPTIONS, OptionError, check_options, check_resou
 from adaptmc.recipes import DEFAULT_RECIPE, Plan, build
 from adaptmc.run import RunOptions, RunResult, run, run_keys, starting_positions
 from adaptmc.run.faults import telling_target_errors
-from adaptmc.run.lock import owning_output_dir
+
+HELDOUT = next(o for o in RUN_OPTIONS if o.name == "heldout")
 
 
-@owning_output_dir  # the warm-up too runs holding the run folder (adaptmc.run.lock)
 def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
              initial_positions: np.ndarray | None = None, output_dir: str | Path | None = None,
              force: bool = False, resume: bool = False, checkpoint_every: int = 10,
@@ -60,7 +61,7 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
            seed: int = 0, output_dir: str | Path | None = None, force: bool = False,
            thin: int | None = None, progress: bool = True, model_kwargs: dict | None = None,
            init=None, init_jitter: float = 0.5, data=None, compile_cache: bool = True,
-           **options):
+           float32: bool = False, heldout=None, **options):
     """Draw from ``target`` with the named ``recipe`` and return ArviZ InferenceData.
 
     Parameters
@@ -80,14 +81,26 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         Write a run folder (resumable, see `adaptmc.run.run`); show a progress bar and
         print the summary at the end.
     init, init_jitter
-        Where the chains start, in the target's unconstrained space (`adaptmc.run.
+        Where the chains start: a dict of named values in the model's own (constrained)
+        space, ``{"tau": 2.0}`` (`adaptmc.targets.initial`; parameters left out start
+        where the target starts), or in the target's unconstrained space (`adaptmc.run.
         starting_positions`): ``None`` (the target's initial position) or a ``(dim,)``
         point, each plus ``U(-init_jitter, init_jitter)`` per chain and coordinate; or
         ``(chains, dim)`` points, used as they are.
     compile_cache
         Keep compiled programs on disk and load them when the same model runs again at the
         same sizes (`adaptmc.compile_cache.use_compile_cache`, as the command line does);
-        ``False`` compiles afresh (if nothing was compiled before in the process).
+        ``False`` compiles afresh. It takes effect if nothing was compiled before in the
+        process (JAX decides once).
+    float32
+        Compute in single precision. By default the run is float64 whatever JAX's global
+        flag was, as on the command line: `sample` turns on ``jax_enable_x64`` (a setting of
+        the whole process) unless ``float32=True``, which a target computing in float64 (a
+        PyMC model, a Stan program) refuses.
+    heldout
+        With ``objective="predictive"``: the observations the bandit's reward predicts
+        (`adaptmc.heldout`), a fraction held out at random with ``seed`` (``0.2``) or
+        held-out data as the model's arguments (a dict or a ``.json``/``.npz`` file).
     **options
         The recipe's options (e.g. ``draws``, ``metric``, ``kernel``, ``step_size``); an
         option the recipe does not take is a `ValueError`.
@@ -96,15 +109,27 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
     checked = check_sample_args(dict(
         recipe=recipe, chains=chains, seed=seed, thin=thin, init_jitter=init_jitter,
         output_dir=output_dir, force=force, progress=progress, compile_cache=compile_cache,
-        model_kwargs=model_kwargs, init=init), options)
+        float32=float32, model_kwargs=model_kwargs, init=init), options)
     chains, seed, thin, init_jitter, init = (checked[k] for k in (
         "chains", "seed", "thin", "init_jitter", "init"))
     options = checked["options"]
+    jax.config.update("jax_enable_x64", not float32)  # before the target's arrays are made
     _before_any_work(compile_cache, output_dir, force)
     with telling_target_errors(), one_chain_quiet(chains):
-        made = _make_target(target, model_args, model_kwargs, data)
+        made = in_precision(_make_target(target, model_args, model_kwargs, data), float32)
         check_resources(options, made.dim, chains, output_dir,
                         made.initial_position.dtype.itemsize)
+        if heldout is not None:
+            check_value(HELDOUT, heldout)
+        made, options, heldout_record = predictive_options(made, options, heldout, seed)
+        if isinstance(init, dict):
+            from adaptmc.targets.initial import unconstrained_point
+
+            try:
+                init = unconstrained_point(made, init)
+            except ValueError as err:
+                problem = str(err).removeprefix("init").lstrip(": ")
+                raise OptionError("init", problem) from None
         plan = build(recipe, made, seed=seed, **options)
         starts = None if init is None and init_jitter == 0.5 else \
             np.asarray(starting_positions(made, chains, seed, init, init_jitter))
@@ -112,6 +137,8 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
                           output_dir=output_dir, force=force, thin=thin, progress=progress)
         idata = result.idata
         idata.attrs["recipe"] = plan.name
+        if heldout_record is not None:
+            idata.attrs["heldout"] = json.dumps(heldout_record)
         if progress:
             from adaptmc.diagnostics import format_summary
 
@@ -171,7 +198,7 @@ def check_sample_args(args: dict, options: dict) -> dict:
     run_options = {o.name: o for o in RUN_OPTIONS}
     for name in ("chains", "seed", "thin", "init_jitter"):
         out[name] = check_value(run_options[name], args[name])
-    for name in ("force", "progress", "compile_cache"):
+    for name in ("force", "progress", "compile_cache", "float32"):
         if not isinstance(args[name], bool | np.bool_):
             raise OptionError(name, f"must be True or False, got {args[name]!r}")
     if args["output_dir"] is not None and not isinstance(args["output_dir"], str | Path):
@@ -184,13 +211,51 @@ def check_sample_args(args: dict, options: dict) -> dict:
     return out
 
 
+def predictive_options(target, options: dict, heldout, seed: int):
+    """``objective="predictive"``: the training target and the held-out reward
+    (`adaptmc.heldout.predictive_setup`) in place of the name; else everything as it is."""
+    if options.get("objective") != "predictive":
+        if heldout is not None:
+            raise OptionError("heldout", "is for objective='predictive'")
+        return target, options, None
+    from adaptmc.heldout import predictive_setup
+
+    target, objective, record = predictive_setup(target, heldout, seed)
+    return target, {**options, "objective": objective}, record
+
+
+def in_precision(target, float32: bool):
+    """``target`` computing in the asked precision: a target made in float32 (before
+    `sample` turned float64 on) starts from its start in float64; ``float32`` with a target
+    that computes in float64 is an `OptionError`."""
+    import dataclasses
+
+    import jax.numpy as jnp
+
+    itemsize = target.initial_position.dtype.itemsize
+    if float32 and (itemsize > 4 or jax.config.read("jax_enable_x64")
+                    or target.info.get("stan_model") is not None
+                    or target.info.get("source") == "pymc"):
+        raise OptionError("float32", f"the target {target.name!r} computes in float64 (a "
+                          "PyMC model, a Stan program or float64 arrays); drop float32=True")
+    if not float32 and itemsize < 8:
+        return dataclasses.replace(target, initial_position=jnp.asarray(
+            target.initial_position, jnp.float64))
+    return target
+
+
 def _check_init(init):
     """``init`` as a float array (None stays None), or `OptionError` naming it."""
     if init is None:
         return None
-    if isinstance(init, str | bytes | dict):
-        raise OptionError("init", "must be an array of numbers, the unconstrained point "
-                          f"(dim,) or points (chains, dim), got a {type(init).__name__}")
+    if isinstance(init, dict):  # named constrained values: mapped once the target is made
+        if not all(isinstance(k, str) for k in init):
+            raise OptionError("init", "a dict must map parameter names to values")
+        return init
+    if isinstance(init, str | bytes):
+        raise OptionError("init", "must be a dict of named values or an array of numbers, "
+                          "the unconstrained point (dim,) or points (chains, dim), got a "
+                          f"{type(init).__name__}")
     try:
         values = np.asarray(init, dtype=float)
     except (TypeError, ValueError) as err:

@@ -105,7 +105,9 @@ def ebfmi(idata) -> np.ndarray | None:
 def posterior_blocks(idata, max_bytes: int = 2**25):
     """Yield ``(draws: (chains, draws, k), names)`` blocks of the posterior's flat
     coordinates, a few at a time (at most about ``max_bytes`` of draws in memory), so a lazily
-    read InferenceData (a run folder's ``draws.nc``) is never loaded whole."""
+    read InferenceData (a run folder's ``draws.nc``) is never loaded whole. Indices count
+    from the posterior's ``index_origin`` attribute (1 for a Stan program: ``beta[1]``)."""
+    origin = int(idata.posterior.attrs.get("index_origin", 0))
     for name, value in idata.posterior.data_vars.items():
         num_draws = value.shape[0] * value.shape[1]
         if value.ndim == 2:
@@ -119,14 +121,28 @@ def posterior_blocks(idata, max_bytes: int = 2**25):
         for start in range(0, value.shape[2], step):
             block = value.isel({first: slice(start, start + step)}).values
             block = np.asarray(block, dtype=float).reshape(*value.shape[:2], -1)
-            names = [f"{name}[{','.join(map(str, (start + i[0], *i[1:])))}]"
+            names = [f"{name}[{','.join(str(k + origin) for k in (start + i[0], *i[1:]))}]"
                      for i in np.ndindex(block.shape[2] // max(int(np.prod(rest)), 1), *rest)]
             yield block, names
 
 
 def summary_in_blocks(idata, max_bytes: int = 2**25):
-    """`summary_table` of the posterior computed block by block (`posterior_blocks`)."""
+    """`summary_table` of the posterior computed block by block (`posterior_blocks`), with a
+    column ``judged``: False for the variables named in the posterior's ``derived``
+    attribute (a Stan program's generated quantities: summarised, not judged)."""
     return _summary_and_esjd(idata, max_bytes)[0]
+
+
+def derived_variables(idata) -> set[str]:
+    """Posterior variables that are not parameters (generated quantities): the
+    posterior's ``derived`` attribute, a JSON list."""
+    found = idata.posterior.attrs.get("derived", "[]")
+    return set(json.loads(found) if isinstance(found, str) else found)
+
+
+def judged(table):
+    """The rows of a summary table that diagnostics judge: the parameters."""
+    return table[table["judged"]] if "judged" in table else table
 
 
 def _summary_and_esjd(idata, max_bytes: int = 2**25):
@@ -135,9 +151,12 @@ def _summary_and_esjd(idata, max_bytes: int = 2**25):
     import pandas as pd
 
     tables, jump, shape = [], 0.0, (0, 0)
+    derived = derived_variables(idata)
     for block, names in posterior_blocks(idata, max_bytes):
-        tables.append(summary_table(block, names))
-        jump += esjd(block)
+        table = summary_table(block, names)
+        table["judged"] = [name.split("[")[0] not in derived for name in names]
+        tables.append(table)
+        jump += esjd(block) if table["judged"].all() else 0.0
         shape = block.shape[:2]
     return pd.concat(tables), jump, shape
 
@@ -146,13 +165,15 @@ def posterior_array(idata, group: str = "posterior") -> tuple[np.ndarray, list[s
     """``(chains, draws, dim)`` flat draws of an InferenceData group and the flat names
     (``theta[3]``)."""
     data = getattr(idata, group)
+    origin = int(idata.posterior.attrs.get("index_origin", 0))
     arrays, names = [], []
     for name, value in data.data_vars.items():
         values = np.asarray(value.values, dtype=float)
         event = values.shape[2:]
         arrays.append(values.reshape(values.shape[0], values.shape[1], -1))
         names.extend([name] if event == () else
-                     [f"{name}[{','.join(map(str, i))}]" for i in np.ndindex(*event)])
+                     [f"{name}[{','.join(str(k + origin) for k in i)}]"
+                      for i in np.ndindex(*event)])
     return np.concatenate(arrays, axis=-1), names
 
 
@@ -228,6 +249,7 @@ def convergence_warnings(idata, table=None) -> list[str]:
     warning (`tuning_notes`)."""
     if table is None:
         table = summary_table(*posterior_array(idata))
+    table = judged(table)
     out = []
     if float(table["r_hat"].max()) > MAX_RHAT:  # NaN (one chain: no R-hat) is not
         worst = table["r_hat"].idxmax()
@@ -356,7 +378,7 @@ def format_summary(idata, max_rows: int = 12) -> str:
     table, jump, (num_chains, num_draws) = _summary_and_esjd(idata)  # never all draws at once
     stats = idata.sample_stats
     grads = int(attrs.get("total_grad_evals", 0))
-    robust = _extreme(table["ess_robust"], np.nanmin)
+    robust = _extreme(judged(table)["ess_robust"], np.nanmin)
     found = _recorded_warnings(idata, attrs, table)
     fractions = ebfmi(idata)
     bfmi = "" if fractions is None else f"  min E-BFMI {float(np.min(fractions)):.2f}"
@@ -371,7 +393,7 @@ def format_summary(idata, max_rows: int = 12) -> str:
         + "  ".join(f"{phase} {count}" for phase, count in divergences_by_phase(idata).items())
         + f"  ESJD {jump:.4g}",
         f"robust min ESS {robust:.1f} (min of bulk-ESS of x, of x^2, tail-ESS)  "
-        f"max R-hat {_extreme(table['r_hat'], np.nanmax):.4f}{bfmi}",
+        f"max R-hat {_extreme(judged(table)['r_hat'], np.nanmax):.4f}{bfmi}",
         f"robust min ESS per 1000 gradients {1000 * robust / max(grads, 1):.4g}  "
         f"wall {float(attrs.get('wall_s', float('nan'))):.1f} s "
         f"(compile {float(attrs.get('compile_s', float('nan'))):.1f} s)",

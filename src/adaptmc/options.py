@@ -84,7 +84,17 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("init_jitter", "float", "each chain starts at --init plus U(-J, J) per "
            "coordinate (0: every chain at the point)", 0.5, 0.0, 1e6, metavar="J",
            none=False),
+    Option("heldout", "value", "--objective predictive's held-out observations: a "
+           "fraction (0.2, drawn with --seed) or a data file", metavar="FRACTION|FILE",
+           check=lambda v: _check_heldout(v)),
 )
+
+
+def _check_heldout(value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str | dict) or (
+            isinstance(value, int | float) and not 0.0 < value < 1.0):
+        raise OptionError("heldout", "must be a fraction in (0, 1), a dict or a file, got "
+                          f"{show_value(value)}")
 
 ADAPTIVE = "adaptive"
 MANUAL = "manual"

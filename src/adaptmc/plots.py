@@ -204,8 +204,18 @@ def _best_point(box: Box, refit: Refit, points: np.ndarray, rewards: np.ndarray,
 
 
 def _set_scale(ax, box: Box, k: int, axis: str) -> None:
+    """A log axis for a log dimension, labelled at 1, 2, 5 times powers of ten in plain
+    numbers (``0.02``, ``50``), no minor labels: matplotlib's default labels every minor
+    tick of a short log range, and they collide."""
     if box.log is not None and box.log[k]:
+        from matplotlib import ticker
+
         (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+        target = ax.xaxis if axis == "x" else ax.yaxis
+        target.set_major_locator(ticker.LogLocator(base=10.0, subs=(1.0, 2.0, 5.0),
+                                                   numticks=8))
+        target.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+        target.set_minor_formatter(ticker.NullFormatter())
 
 
 def plot_reward_surface(ax, box: Box, points: np.ndarray, rewards: np.ndarray,

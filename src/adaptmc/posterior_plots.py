@@ -6,8 +6,9 @@ pyplot state, no display; PNG through the Agg canvas):
 - ``rank.png``: their rank histograms per chain (uniform when the chains agree);
 - ``energy.png``: marginal energy against energy transitions, with each chain's E-BFMI
   (kernels that record the energy: HMC);
-- ``pair.png``: pairs of the most correlated parameters, where the draws are correlated
-  (`correlated_parameters`) or the warm-up chose a dense or low-rank metric.
+- ``pair.png``: the most correlated pairs among the worst-mixing parameters, where
+  the draws are correlated (`correlated_parameters`), the warm-up chose a dense or
+  low-rank metric or draws diverged (marked in red).
 
 Parameters shown are bounded (`MAX_SHOWN`), so a run of thousands of parameters plots as
 fast as one of ten.
@@ -108,6 +109,11 @@ def write_posterior_plots(idata, out_dir: str | Path, dpi: int = 90,
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     draws, names = flat_draws(idata)
+    from adaptmc.diagnostics import derived_variables
+
+    derived = derived_variables(idata)  # generated quantities: not plotted as parameters
+    keep = [i for i, name in enumerate(names) if name.split("[")[0] not in derived]
+    draws, names = draws[..., keep], [names[i] for i in keep]
     order = worst_mixing(draws, names, max(count, MAX_CORRELATED))
     shown = order[:count]
     written = []
@@ -137,16 +143,25 @@ def write_posterior_plots(idata, out_dir: str | Path, dpi: int = 90,
                          "the tails are poorly explored)", fontsize=9)
             written.append(_save(fig, out_dir / "energy.png", dpi))
 
-        pair, strength = correlated_parameters(draws, order, count)
-        if len(pair) >= 2 and (strength >= MIN_CORRELATION or
+        # among the worst-mixing: where the sampler struggles, not a trivial pair elsewhere
+        pair, strength = correlated_parameters(draws, order[:2 * count], count)
+        stats = idata.sample_stats
+        diverging = {"diverging": np.asarray(stats["diverging"].values, bool)} \
+            if "diverging" in stats else None
+        diverged = diverging is not None and bool(diverging["diverging"].any())
+        if len(pair) >= 2 and (strength >= MIN_CORRELATION or diverged or
                                _metric(idata) in ("dense", "low-rank")):
             fig = Figure(figsize=(2.4 * len(pair), 2.4 * len(pair)), layout="constrained")
             axes = fig.subplots(len(pair) - 1, len(pair) - 1, squeeze=False)
             alpha = float(np.clip(400 / max(draws.shape[0] * draws.shape[1], 1), 0.05, 0.8))
-            az.plot_pair(_subset(draws, names, pair), ax=axes, kind="scatter",
-                         scatter_kwargs={"alpha": alpha, "s": 4}, textsize=8)
-            fig.suptitle(f"Pairs of the most correlated parameters (largest |correlation| "
-                         f"{strength:.2f})", fontsize=9)
+            az.plot_pair(_subset(draws, names, pair, diverging), ax=axes, kind="scatter",
+                         scatter_kwargs={"alpha": alpha, "s": 4}, textsize=8,
+                         divergences=diverging is not None,
+                         divergences_kwargs={"color": "red", "markersize": 3})
+            count_text = "" if diverging is None else \
+                f"; divergent draws: {int(diverging['diverging'].sum())}, red"
+            fig.suptitle(f"Pairs of the most correlated among the worst-mixing parameters "
+                         f"(largest |correlation| {strength:.2f}{count_text})", fontsize=9)
             written.append(_save(fig, out_dir / "pair.png", dpi))
     return written
 

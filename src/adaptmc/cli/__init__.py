@@ -59,6 +59,10 @@ def _prepare_and_sample(args, resume: bool) -> int:
     options = recipe_options(args)
     target = get_target(args.target, data=getattr(args, "data", None))
     _check_precision(args, target)
+    from adaptmc.api import predictive_options
+
+    target, options, _ = predictive_options(target, options, getattr(args, "heldout", None),
+                                            args.seed)
     check_resources(options, target.dim, args.chains, args.out,
                     target.initial_position.dtype.itemsize)
     with one_chain_quiet(args.chains):
@@ -137,11 +141,16 @@ def _starts(args, target):
 
     values = getattr(args, "init_values", None)
     if values is None and args.init is not None:
-        values = _read_init(args.init).tolist()
+        values = _read_init(args.init)
+        values = values if isinstance(values, dict) else values.tolist()
     jitter = getattr(args, "init_jitter", 0.5)
     args.init_values = values
     if values is None and jitter == 0.5:
         return None
+    if isinstance(values, dict):  # named constrained values (a .json object)
+        from adaptmc.targets.initial import unconstrained_point
+
+        values = unconstrained_point(target, values)
     return np.asarray(starting_positions(target, args.chains, args.seed, values, jitter))
 
 
@@ -160,6 +169,8 @@ def _read_init(text: str):
     else:
         try:
             raw = path.read_text()
+            if path.suffix == ".json" and raw.lstrip().startswith("{"):
+                return _named_init(text, json.loads(raw))
             values = np.asarray(json.loads(raw) if path.suffix == ".json"
                                 else [line.split() for line in raw.splitlines() if line.strip()],
                                 dtype=float)
@@ -169,6 +180,16 @@ def _read_init(text: str):
     if values.dtype.kind not in "fiu" or not np.all(np.isfinite(values)):
         raise ValueError(f"--init {text!r}: expected finite real numbers")
     return np.asarray(values, dtype=float)
+
+
+def _named_init(text: str, values) -> dict:
+    """A ``.json`` object of named constrained values, each a number or nested lists."""
+    import numpy as np
+
+    try:
+        return {str(k): np.asarray(v, dtype=float).tolist() for k, v in values.items()}
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"--init {text!r}: expected real numbers ({err})") from None
 
 
 # the options of `adaptmc sample` a run folder's config.json must record to be resumed
@@ -286,7 +307,43 @@ def cmd_targets(args) -> int:
     return 0
 
 
+def cmd_predict(args) -> int:
+    """Posterior predictive draws of a finished run (`adaptmc.predictive`), written to
+    ``RUN/posterior_predictive.nc``; a ``module:function`` target is imported only when
+    confirmed, as for ``resume``."""
+    from adaptmc.predictive import target_posterior_predictive
+    from adaptmc.run.netcdf import read_draws, verify_draws
+    from adaptmc.run.store import read_config
+    from adaptmc.targets import get_target
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "draws.nc").is_file():
+        raise FileNotFoundError(f"{str(run_dir / 'draws.nc')!r} not found: the run has not "
+                                "finished")
+    saved = read_config(run_dir).get("cli") or {}
+    spec = saved.get("target")
+    if not isinstance(spec, str):
+        raise ValueError(f"{args.run_dir!r} was not started from the command line")
+    if ":" in spec and not args.trust_code and args.target != spec:
+        raise ValueError(f"{args.run_dir!r} names user code as its target ({spec!r}): pass "
+                         f"--target {spec} or --trust-code to import it")
+    import jax
+
+    jax.config.update("jax_enable_x64", not saved.get("float32", False))
+    verify_draws(run_dir)
+    target = get_target(spec, data=saved.get("data"))
+    idata = target_posterior_predictive(read_draws(run_dir), target, seed=args.seed)
+    group = idata.posterior_predictive
+    path = run_dir / "posterior_predictive.nc"
+    group.to_netcdf(path.with_suffix(".nc.tmp"))
+    path.with_suffix(".nc.tmp").replace(path)
+    shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in group.data_vars.items())
+    print(f"posterior predictive draws: {shapes}\nwritten: {path}")
+    return 0
+
+
 COMMANDS = {
+    "predict": cmd_predict,
     "sample": cmd_sample,
     "resume": cmd_resume,
     "summary": cmd_summary,

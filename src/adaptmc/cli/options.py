@@ -55,6 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("targets", help="list the built-in targets")
 
+    predict = add("predict", help="posterior predictive draws of a finished run folder "
+                  "(NumPyro, PyMC or Stan model) into RUN/posterior_predictive.nc")
+    predict.add_argument("run_dir", help="a finished run folder (holding draws.nc)")
+    predict.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
+    predict.add_argument("--trust-code", action="store_true",
+                         help="import the module:function the run folder's config.json names")
+    predict.add_argument("--target", default=None, metavar="MODULE:FUNCTION",
+                         help="confirm the run's module:function target by naming it")
+
     return parser
 
 
@@ -95,9 +104,9 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     for option in RUN_OPTIONS:
         add_declared(run, option)
     run.add_argument("--init", default=None, metavar="FILE",
-                     help="starting point(s), unconstrained: a .npy, .json or text file "
-                          "holding a (dim,) point (jittered by --init-jitter) or a "
-                          "(chains, dim) array")
+                     help="start: a .json object of named values ({\"tau\": 2}), or "
+                          "an unconstrained (dim,) point or (chains, dim) array (.npy, "
+                          ".json, text)")
     run.add_argument("--float32", action="store_true",
                      help="single precision (default: float64)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")

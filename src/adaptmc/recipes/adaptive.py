@@ -122,6 +122,7 @@ def adaptive_hmc(
     budget: int | None = None,
     objective: str | Callable = "ess-lag1",
     jitter: float = 0.2,
+    target_accept: float = 0.8,
     seed: int = 0,
 ) -> Plan:
     """Adaptive HMC (see the module docstring).
@@ -155,6 +156,9 @@ def adaptive_hmc(
         The bandit's reward (a name of `adaptmc.objectives.OBJECTIVES` or a callable).
     jitter
         Step-size jitter ``j``: each trajectory's step is ``eps U(1 - j, 1 + j)``.
+    target_accept
+        The acceptance rate the warm-up's dual averaging aims at (Hoffman & Gelman 2014,
+        Alg. 5; Stan's ``adapt_delta``); the bandit then tunes ``(eps, L)`` by its reward.
     seed
         Unused here (the warm-up takes the run's key); accepted for a uniform interface.
     """
@@ -171,6 +175,8 @@ def adaptive_hmc(
         raise ValueError(f"stop_tolerance must be >= 0 (0: off), got {stop_tolerance}")
     made_objective = objective_from_name(objective)
     hmc.check_params(HMCParams(jitter=jitter))
+    if not 0.0 < target_accept < 1.0:
+        raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
     options = options_of(locals())
 
     then = functools.partial(prepared_plan, tuner=tuner, tuning=tuning, draws=draws,
@@ -178,7 +184,8 @@ def adaptive_hmc(
                              options=options, stop=(stop_rule, stop_tolerance))
     return Plan("adaptive-hmc", hmc, HMCParams(jitter=jitter), tuners.fixed(),
                 made_objective, tuning + 1, max(budget or 1000, 1), tuning, tuning,
-                options=options, warmup=EarlyWarmupStage(warmup_steps, metric, then),
+                options=options, warmup=EarlyWarmupStage(warmup_steps, metric, then,
+                                                         target_accept),
                 draws=draws)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from adaptmc.run.store import merge_chunks
 from adaptmc.targets.base import compiled
+from adaptmc.targets.observations import observation_groups
 
 # the most bytes of draws a block of a run folder's lazily read columns holds (`_LazyColumns`)
 BLOCK_BYTES = 2**23
@@ -101,9 +102,11 @@ def to_inference_data(target, kernel, chunks, record, tuner, num_warmup, attrs):
         variables = posterior_variables(target, merged["positions"])
         stats = {name: merged[key] for name, key in _stat_keys(kernel)}
         groups = _split_warmup(variables, stats, num_warm_draws)
+    groups = observation_groups(target, groups)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = az.from_dict(**groups, save_warmup=bool(num_warm_draws), attrs=attrs)
+        idata.posterior.attrs.update(_naming(target))
         tuning = xr.Dataset(
             {
                 name.replace("param/", ""): ("super_transition", np.asarray(values))
@@ -114,6 +117,14 @@ def to_inference_data(target, kernel, chunks, record, tuner, num_warmup, attrs):
         )
         idata.add_groups({"tuning": tuning})
     return idata
+
+
+def _naming(target) -> dict:
+    """The posterior's attributes that say how to read its variables: ``index_origin``
+    of flat labels (1 for Stan) and ``derived``, the variables diagnostics do not judge."""
+    info = getattr(target, "info", {})
+    return {"index_origin": int(info.get("index_origin", 0)),
+            "derived": json.dumps(list(info.get("derived", ())))}
 
 
 def describe_tuning(idata, tuner, tuner_state, objective, check_box: bool) -> None:

@@ -114,6 +114,9 @@ def make_target(
     info: dict | None = None,
     check: bool = True,
     constrain: Callable[[Any], dict[str, Array]] | None = None,
+    log_likelihood: Callable[[dict], Any] | None = None,
+    observed_data: dict | None = None,
+    constant_data: dict | None = None,
 ) -> Target:
     """Build a `Target` from a JAX log density over a pytree.
 
@@ -132,6 +135,12 @@ def make_target(
         ``params -> {name: array}``, the model's named quantities in its constrained space,
         from a pytree shaped as ``initial_params``; the `Target` keeps it as a function of
         the flat position (`Target.constrain`), and draws are stored through it.
+    log_likelihood, observed_data, constant_data
+        For LOO (``az.loo``) and predictive tuning: ``draw -> {name: (n,)}`` (or one
+        ``(n,)`` array, named ``"y"``), the log density of each observation given one draw's
+        variables as they are stored (``constrain``'s dict, else ``initial_params``'s
+        leaves by name); the data, for the InferenceData's groups
+        (`adaptmc.targets.observations.pointwise_observations`).
     """
     flat, unravel = ravel_pytree(initial_params)
     flat = jnp.asarray(flat)
@@ -143,6 +152,14 @@ def make_target(
     def logdensity(position: Array) -> Array:
         return logdensity_fn(unravel(position))
 
+    info = dict(info or {})
+    if log_likelihood is not None or observed_data or constant_data:
+        from adaptmc.targets.observations import Observations, pointwise_observations
+
+        info["observations"] = Observations(None, dict(observed_data or {}),
+                                            dict(constant_data or {})) \
+            if log_likelihood is None else \
+            pointwise_observations(log_likelihood, observed_data, constant_data)
     target = Target(
         name=name,
         logdensity=logdensity,
@@ -150,7 +167,7 @@ def make_target(
         unravel=unravel,
         initial_position=flat,
         parameter_names=_flat_names(initial_params),
-        info=dict(info or {}),
+        info=info,
         constrain=None if constrain is None else (lambda position: constrain(unravel(position))),
     )
     if check:

@@ -48,7 +48,9 @@ def from_numpyro(model: Callable[..., Any], *model_args: Any, name: str | None =
         variables"). Flat positions ravel the unconstrained site dict (sites in sorted name
         order); ``parameter_names`` are the site names with indices (``theta[3]``), and
         ``constrain(position)`` gives the latent sample sites in their own space, named as
-        the model names them, with its deterministic sites (no observed sites).
+        the model names them, with its deterministic sites (no observed sites); ``info``
+        carries the model, its arguments and its observations (`adaptmc.targets.
+        observations.numpyro_observations`: pointwise log-likelihood for LOO).
 
     Raises
     ------
@@ -58,22 +60,43 @@ def from_numpyro(model: Callable[..., Any], *model_args: Any, name: str | None =
     from numpyro import handlers
     from numpyro.infer.util import constrain_fn, init_to_uniform, init_to_value, initialize_model
 
+    from adaptmc.targets.observations import numpyro_observations, numpyro_pointwise
+
     seeded = handlers.seed(model, rng_seed=INIT_SEED)
-    _check_continuous(handlers.trace(seeded).get_trace(*model_args, **model_kwargs))
-    strategy = init_to_uniform if init is None else \
-        init_to_value(values=init) if isinstance(init, dict) else init
-    model_info = initialize_model(jax.random.key(INIT_SEED), model, init_strategy=strategy,
-                                  model_args=model_args, model_kwargs=model_kwargs,
-                                  dynamic_args=False)
+    trace = handlers.trace(seeded).get_trace(*model_args, **model_kwargs)
+    _check_continuous(trace)
+    if init is None:
+        strategy = init_to_uniform
+    elif isinstance(init, dict):
+        strategy = init_to_value(values=init)
+    else:
+        strategy = init
+    model_info = initialize_model(
+        jax.random.key(INIT_SEED),
+        model,
+        init_strategy=strategy,
+        model_args=model_args,
+        model_kwargs=model_kwargs,
+        dynamic_args=False,
+    )
     potential = model_info.potential_fn
     unconstrained = model_info.param_info.z
 
     def constrain(params: dict[str, Array]) -> dict[str, Array]:
         return constrain_fn(model, model_args, model_kwargs, params, return_deterministic=True)
 
-    return make_target(lambda params: -potential(params), unconstrained,
-                       name=name or getattr(model, "__name__", "numpyro-model"),
-                       info={"source": "numpyro"}, constrain=constrain)
+    target = make_target(
+        lambda params: -potential(params),
+        unconstrained,
+        name=name or getattr(model, "__name__", "numpyro-model"),
+        info={"source": "numpyro", "model": model, "model_args": model_args,
+              "model_kwargs": model_kwargs,
+              "observations": numpyro_observations(model, model_args, model_kwargs, trace)},
+        constrain=constrain,
+    )
+    target.info["pointwise"] = numpyro_pointwise(model, model_args, model_kwargs,
+                                                 target.constrain)
+    return target
 
 
 def _check_continuous(trace: dict) -> None:

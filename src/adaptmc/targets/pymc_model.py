@@ -37,7 +37,8 @@ def from_pymc(model: Any, name: str | None = None) -> Target:
         ``parameter_names`` are the value variables' names (``tau_log__``, ``theta[3]``);
         the start is ``model.initial_point()``; ``constrain(position)`` gives the free
         random variables in their own space (each transform's backward map) and the
-        model's Deterministics, named as the model names them.
+        model's Deterministics, named as the model names them; ``info`` carries the model
+        and its observations (`adaptmc.targets.observations.pymc_observations`).
 
     Raises
     ------
@@ -50,6 +51,8 @@ def from_pymc(model: Any, name: str | None = None) -> Target:
     (``float64`` by default): the whole process then computes in double precision.
     """
     from pymc.sampling.jax import get_jaxified_graph
+
+    from adaptmc.targets.observations import pymc_observations, pymc_pointwise
 
     values = list(model.value_vars)
     if not values:
@@ -72,5 +75,13 @@ def from_pymc(model: Any, name: str | None = None) -> Target:
         out = constrain_graph(*(params[n] for n in order))
         return {rv.name: x for rv, x in zip(free, out, strict=True)}
 
-    return make_target(logdensity, initial, name=name or model.name or "pymc-model",
-                       info={"source": "pymc"}, constrain=constrain)
+    target = make_target(
+        logdensity,
+        initial,
+        name=name or model.name or "pymc-model",
+        info={"source": "pymc", "model": model, "observations": pymc_observations(model)},
+        constrain=constrain,
+    )
+    if model.observed_RVs:
+        target.info["pointwise"] = pymc_pointwise(model, order, target.unravel)
+    return target

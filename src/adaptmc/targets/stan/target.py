@@ -55,8 +55,9 @@ def callback_logdensity(model: StanModel):
     def host(points):
         points = np.asarray(points)
         values, grads, _ = model.log_density_gradient(points.reshape(-1, model.dim))
-        return (values.reshape(points.shape[:-1]).astype(points.dtype),
-                grads.reshape(points.shape).astype(points.dtype))
+        with np.errstate(over="ignore"):  # in float32, beyond its range is -inf: a rejection
+            return (values.reshape(points.shape[:-1]).astype(points.dtype),
+                    grads.reshape(points.shape).astype(points.dtype))
 
     def value_and_grad(position):
         shapes = (jax.ShapeDtypeStruct(position.shape[:-1], position.dtype),
@@ -167,12 +168,25 @@ def stan_target(stan_file: str | Path, data: Any = None, *, name: str | None = N
         name=name, logdensity=stan_logdensity(model), dim=model.dim,
         unravel=lambda position: position, initial_position=start,
         parameter_names=model.unconstrained_names, constrain=constrain,
-        info={"stan_model": model, "stan_file": str(stan_file), "constrain": constrain},
+        info={"stan_model": model, "stan_file": str(stan_file), "constrain": constrain,
+              "observations": _observations(model, text, generated_quantities),
+              "index_origin": 1, "derived": [v.name for v in model.variables
+                                             if v.block == "generated quantities"]},
     )
     reference = _folder_reference(stan_file)
     if reference is not None:  # a posteriordb folder: the bench compares on its quantities
         target.info["posterior"] = stan_file.resolve().parent.name
     return dataclasses.replace(target, reference=reference)
+
+
+def _observations(model: StanModel, text: str, generated: bool):
+    """The program's data and, with its generated quantities, its ``log_lik`` and
+    ``<y>_rep`` (`adaptmc.targets.observations.stan_observations`)."""
+    from adaptmc.targets.observations import stan_observations
+
+    data = json.loads(text) if text.strip() else {}
+    variables = [v for v in model.variables if generated or v.block != "generated quantities"]
+    return stan_observations(variables, data)
 
 
 def _data_message(message: str, text: str) -> str:

@@ -1,0 +1,89 @@
+"""Starting values as a user writes them: ``{name: value}`` in the model's constrained space
+(``{"tau": 2.0}``, as NumPyro's ``init_to_value`` and PyMC's ``initvals`` take them), mapped
+to the target's unconstrained flat position; parameters not named start where the target
+starts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def unconstrained_point(target: Any, values: dict) -> np.ndarray:
+    """The ``(dim,)`` unconstrained position of the named constrained ``values``: through
+    Stan's own ``unconstrain``, NumPyro's ``unconstrain_fn``, the PyMC transforms' forward
+    maps, or (a JAX log density without ``constrain``) the parameters themselves.
+    `ValueError` naming an unknown parameter or a value outside its support."""
+    start = _named_start(target)
+    if not start:
+        raise ValueError("init: the target's parameters have no names (a flat array); give "
+                         "the unconstrained point as an array")
+    unknown = sorted(set(values) - set(start))
+    if unknown:
+        raise ValueError(f"init names {unknown}; the model's parameters are "
+                         f"{sorted(start)}")
+    merged = {**start, **{k: np.asarray(v, dtype=float) for k, v in values.items()}}
+    for name, value in merged.items():
+        if np.shape(value) != np.shape(start[name]):
+            raise ValueError(f"init {name!r} has shape {np.shape(value)}; expected "
+                             f"{np.shape(start[name])}")
+    try:
+        point = np.asarray(_unconstrain(target, merged), dtype=float)
+    except ValueError as err:
+        raise ValueError(f"init: {err} (a value outside its parameter's support?)") from None
+    if point.shape != (target.dim,) or not np.all(np.isfinite(point)):
+        raise ValueError("init: a value lies outside its parameter's support (its "
+                         "unconstrained value is not finite)")
+    return point
+
+
+def _unconstrain(target, merged: dict):
+    info = target.info
+    if "stan_model" in info:
+        return info["stan_model"].unconstrain(merged)
+    if info.get("source") == "numpyro":
+        from numpyro.infer.util import unconstrain_fn
+
+        return _ravel(unconstrain_fn(info["model"], info["model_args"],
+                                     info["model_kwargs"], merged))
+    if info.get("source") == "pymc":
+        return _ravel(_pymc_unconstrain(info["model"], merged))
+    return _ravel(merged)
+
+
+def _named_start(target) -> dict[str, np.ndarray]:
+    """The target's start by parameter name, constrained (sampled parameters only)."""
+    info = target.info
+    if "stan_model" in info:
+        model = info["stan_model"]
+        named = target.constrain(target.initial_position)
+        return {v.name: np.asarray(named[v.name]) for v in model.variables
+                if v.block == "parameters"}
+    unconstrained = target.unravel(target.initial_position)
+    if target.constrain is None:
+        return {k: np.asarray(v) for k, v in unconstrained.items()} \
+            if isinstance(unconstrained, dict) else {}
+    named = target.constrain(target.initial_position)
+    if info.get("source") == "pymc":
+        model = info["model"]
+        return {rv.name: np.asarray(named[rv.name]) for rv in model.free_RVs}
+    return {k: np.asarray(named[k]) for k in unconstrained if k in named}
+
+
+def _pymc_unconstrain(model, values: dict) -> dict:
+    """PyMC's value variables (``tau_log__``) of the free variables' ``values``."""
+    out = {}
+    for rv in model.free_RVs:
+        value_var = model.rvs_to_values[rv]
+        transform = model.rvs_to_transforms.get(rv)
+        value = values[rv.name]
+        out[value_var.name] = value if transform is None else \
+            np.asarray(transform.forward(value, *rv.owner.inputs).eval())
+    return out
+
+
+def _ravel(values: dict) -> np.ndarray:
+    from jax.flatten_util import ravel_pytree
+
+    return np.asarray(ravel_pytree({k: np.asarray(v, float) for k, v in values.items()})[0])
