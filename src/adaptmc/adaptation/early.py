@@ -30,9 +30,10 @@ transitions; between chunks, on the host, the inverse mass is re-estimated from 
 
 Every transition runs in one compiled program per target and shape, whose metric (a
 low-rank-plus-diagonal one padded to `warmup_rank` directions) and step sizes are arguments:
-a diagonal or dense metric is the same program with other arrays. Gradients are counted
-exactly: one per chain at the start, those of the first-step heuristic and each NUTS
-transition's ``num_integration_steps``.
+a diagonal or dense metric is the same program with other arrays. Gradients are counted as
+computed: one per chain at the start, those of the first-step heuristic and each NUTS
+transition's ``num_integration_steps``; on an accelerator, where the chains run in lockstep,
+every step of the longest chain costs every chain's gradient (`lockstep`).
 """
 
 from __future__ import annotations
@@ -111,6 +112,35 @@ def schedule(num_steps: int) -> tuple[int, int]:
     return min(early, num_steps - final), num_steps - final
 
 
+def lockstep() -> bool:
+    """Whether the warm-up runs its chains in lockstep (``jax.vmap``): on an accelerator,
+    where one batched step costs about what one chain's does. A vmapped ``while_loop`` runs
+    until its last chain is done, evaluating every chain's gradient at every step, so a
+    NUTS transition costs ``chains x`` the longest chain's steps (or a little more: a
+    finished chain's inner tree-building loop runs with the others'). On a CPU, where every
+    chain's gradient costs its own time, the chains run one after the other
+    (``jax.lax.map``): each computes exactly the gradients its own trajectories take."""
+    return jax.default_backend() != "cpu"
+
+
+def over_chains(fn):
+    """``fn`` over a leading chain axis of its arguments: vmapped in `lockstep`, else mapped
+    one chain at a time."""
+    if lockstep():
+        return jax.vmap(fn)
+    return lambda *args: jax.lax.map(lambda row: fn(*row), args)
+
+
+def chain_grads(per_chain: np.ndarray) -> int:
+    """Gradients computed for ``per_chain: (chains, ...)`` steps per transition: their sum
+    when the chains run one after the other, ``chains x`` each transition's longest when
+    they run in `lockstep` (its lower bound: see there)."""
+    per_chain = np.asarray(per_chain)
+    if not lockstep():
+        return int(np.sum(per_chain))
+    return int(per_chain.shape[0] * np.sum(np.max(per_chain, axis=0)))
+
+
 def _first_program(target):
     """Per chain: the log density and gradient at the start, nutpie's initial inverse mass
     ``1 / |grad|`` and the first step under it (`reasonable_step_size`)."""
@@ -123,7 +153,7 @@ def _first_program(target):
         return logdensity, grad, inverse_mass, step, grads
 
     return compiled(target, "early_warmup_first", lambda: jax.jit(
-        jax.vmap(one), compiler_options=QUICK_COMPILE))
+        over_chains(one), compiler_options=QUICK_COMPILE))
 
 
 def _chunk_program(target, target_accept):
@@ -150,7 +180,10 @@ def _chunk_program(target, target_accept):
         (state, da), out = jax.lax.scan(body, (state, da), jax.random.split(key, CHUNK))
         return state, da, out
 
-    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None)))
+    def chains(keys, state, da, metric):
+        return over_chains(lambda *args: one(*args, metric))(keys, state, da)
+
+    return jax.jit(chains)
 
 
 def _padded(metric: LowRankInverseMass, rank: int):
@@ -182,7 +215,7 @@ class _Chains:
         # pooled over chains by the geometric mean: a scale, not a location
         diag = np.exp(np.mean(np.log(np.asarray(inverse_mass)), axis=0))
         self.metric = LowRankInverseMass(diag, np.zeros((positions.shape[1], 0)), np.zeros(0))
-        self.num_grads = chains + int(np.sum(np.asarray(grads)))
+        self.num_grads = chains + chain_grads(grads)
         self.out = {name: [] for name in ("x", "g", "lp", "steps", "div")}
         self.target_accept = target_accept
         self.trusted = None
@@ -204,7 +237,7 @@ class _Chains:
                                            _padded(self.metric, self.rank))
         for name, value in zip(self.out, out, strict=True):
             self.out[name].append(np.asarray(value))
-        self.num_grads += int(np.sum(self.out["steps"][-1]))
+        self.num_grads += chain_grads(self.out["steps"][-1])
         self.calls += 1
 
     def window(self, start: int, stop: int):
