@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 import adaptmc
-from adaptmc.adaptation import early
+from adaptmc.adaptation import chains, early
 from adaptmc.datasets.posteriordb import default_posteriordb_dir
+from adaptmc.diagnostics import format_summary, gradient_shares
 from adaptmc.targets.base import make_target
 
 SCALES = jnp.array([0.1, 1.0, 10.0, 3.0])
@@ -47,13 +48,16 @@ def test_default_recipe_counts_every_gradient_it_computes():
                            compile_cache=False, warmup_steps=150, draws=100, tuning=4)
     jax.effects_barrier()
     assert count[0] == idata.attrs["total_grad_evals"] + START_CHECKS
-    assert json.loads(idata.attrs["warmup"])["num_grads"] > 0
+    shares = gradient_shares(idata)
+    assert shares["warm-up"] == json.loads(idata.attrs["warmup"])["num_grads"] > 0
+    assert sum(shares.values()) == idata.attrs["total_grad_evals"]
+    assert "gradients: warm-up " in format_summary(idata)
 
 
 def test_lockstep_warmup_counts_the_longest_chain_for_every_chain(monkeypatch):
     """In lockstep a NUTS transition evaluates every chain at every step of the longest:
     the count is at least that, and at most what was computed."""
-    monkeypatch.setattr(early, "lockstep", lambda: True)
+    monkeypatch.setattr(chains, "lockstep", lambda: True)
     target, count = counting_target()
     start = jax.random.normal(jax.random.key(1), (CHAINS, 4)) * 3
     warm = early.early_warmup(target, start, jax.random.key(0), num_steps=100,

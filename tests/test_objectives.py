@@ -111,7 +111,8 @@ def _hmc_draws(scales, step, num_leapfrog, chains=4, draws=400, seed=0):
     return out
 
 
-def test_lag_one_ess_ranks_settings_as_the_robust_ess_per_gradient_does():
+@pytest.mark.parametrize("name", ["ess-lag1", "ess-robust"])
+def test_reward_ranks_settings_as_the_robust_ess_per_gradient_does(name):
     """Twenty coordinates the metric scaled well and one it left ten times wider: one
     leapfrog step near its stability limit (MALA-like) decorrelates the twenty in a
     gradient or two but moves the wide one by diffusion, while ten steps move it
@@ -124,7 +125,7 @@ def test_lag_one_ess_ranks_settings_as_the_robust_ess_per_gradient_does():
     rewards, robust = {}, {}
     for num_leapfrog, draws in ((1, 400), (10, 40)):
         short = _hmc_draws(scales, 1.0, num_leapfrog, draws=draws, seed=1)
-        rewards[num_leapfrog] = objectives.lag_one_ess_per_grad(
+        rewards[num_leapfrog] = objectives.OBJECTIVES[name](
             short, {"is_divergent": stats["is_divergent"][:, :draws]}, 4 * 400)
         long = _hmc_draws(scales, 1.0, num_leapfrog, draws=20_000 // num_leapfrog, seed=2)
         from adaptmc.diagnostics import robust_ess
@@ -132,3 +133,24 @@ def test_lag_one_ess_ranks_settings_as_the_robust_ess_per_gradient_does():
         robust[num_leapfrog] = robust_ess(long).min() / (4 * 20_000)
     assert robust[10] > 3 * robust[1], robust
     assert rewards[10] > rewards[1], (rewards, robust)
+
+
+def test_robust_reward_estimates_the_effective_draws_over_lags():
+    """Independent draws: 1000 per 1000 gradients at one gradient per draw; an AR(1) chain
+    with rho = 0.8: (1 - rho) / (1 + rho) of that, as ArviZ's ESS (Geyer's initial
+    sequence) estimates it from the same draws."""
+    from adaptmc.diagnostics import ess
+
+    rng = np.random.default_rng(5)
+    chains, draws = 4, 20_000
+    stats = {"is_divergent": np.zeros((chains, draws), bool)}
+    independent = rng.normal(size=(chains, draws, 2)) * np.array([1.0, 50.0])
+    value = objectives.robust_ess_per_grad(independent, stats, chains * draws)
+    assert math.isclose(value, 1000.0, rel_tol=0.05), value
+    ar = np.zeros((chains, draws, 1))
+    noise = rng.normal(size=ar.shape) * np.sqrt(1 - 0.8**2)
+    for t in range(1, draws):
+        ar[:, t] = 0.8 * ar[:, t - 1] + noise[:, t]
+    fraction = objectives.geyer_fractions(ar)[0]
+    assert math.isclose(fraction, ess(ar)[0] / (chains * draws), rel_tol=0.03)
+    assert math.isclose(fraction, 0.2 / 1.8, rel_tol=0.1)

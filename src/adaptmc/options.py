@@ -119,10 +119,11 @@ RECIPE_OPTIONS: tuple[Option, ...] = (
            high=10**7, group=ADAPTIVE),
     _count("tuning", "bandit super-transitions before freezing, at most (default 12)",
            high=10**6, group=ADAPTIVE),
-    Option("stop_rule", "choice", "what may end tuning early (default ucb-lcb)",
+    Option("stop_rule", "choice", "what may end tuning early (default ei)",
            choices=("ucb-lcb", "ucb", "ei"), group=ADAPTIVE),
     Option("stop_tolerance", "float", "end tuning once the stop rule's measure is at most "
-           "this fraction of the frozen setting's reward (0: off)", low=0.0, high=1e6,
+           "this fraction of the frozen setting's reward (default: the super-transition's "
+           "gradients over the sampling phase's; 0: off)", low=0.0, high=1e6,
            metavar="FRACTION", group=ADAPTIVE),
     _count("draws", "kept draws per chain after warm-up and tuning, exactly (default 1000 "
            "for adaptive-hmc and adaptive-portfolio; the other recipes run "
@@ -162,7 +163,7 @@ RECIPE_OPTIONS: tuple[Option, ...] = (
     Option("target_accept", "float", "target acceptance rate of dual averaging",
            low=0.0, high=1.0, open="both", group=MANUAL),
     Option("objective", "value", "the bandit's reward: esjd, esjd-sqrt-l, chees, ess-lag1, "
-           "autocorrelation, min-ess or module:function", group=MANUAL,
+           "ess-robust, autocorrelation, min-ess or module:function", group=MANUAL,
            check=_number_or_callable("objective")),
     Option("max_divergence_rate", "float", "a super-transition fails only when more than "
            "this fraction of its steps diverged (default 0)", low=0.0, high=1.0,

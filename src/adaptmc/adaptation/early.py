@@ -47,6 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation import metric_choice
+from adaptmc.adaptation.chains import chain_grads, far_chains, over_chains
 from adaptmc.adaptation.dual_averaging import (
     da_final_step_size,
     da_init,
@@ -91,6 +92,7 @@ class EarlyWarmup(NamedTuple):
     num_updates: int
     wall_s: float
     compile_s: float
+    far_chains: dict | None = None
 
 
 def warmup_rank(dim: int, metric: str = "auto") -> int:
@@ -110,35 +112,6 @@ def schedule(num_steps: int) -> tuple[int, int]:
     final = max(3 * CHUNK, CHUNK * round(FINAL_SHARE * num_steps / CHUNK))
     early = CHUNK * round(EARLY_SHARE * num_steps / CHUNK)
     return min(early, num_steps - final), num_steps - final
-
-
-def lockstep() -> bool:
-    """Whether the warm-up runs its chains in lockstep (``jax.vmap``): on an accelerator,
-    where one batched step costs about what one chain's does. A vmapped ``while_loop`` runs
-    until its last chain is done, evaluating every chain's gradient at every step, so a
-    NUTS transition costs ``chains x`` the longest chain's steps (or a little more: a
-    finished chain's inner tree-building loop runs with the others'). On a CPU, where every
-    chain's gradient costs its own time, the chains run one after the other
-    (``jax.lax.map``): each computes exactly the gradients its own trajectories take."""
-    return jax.default_backend() != "cpu"
-
-
-def over_chains(fn):
-    """``fn`` over a leading chain axis of its arguments: vmapped in `lockstep`, else mapped
-    one chain at a time."""
-    if lockstep():
-        return jax.vmap(fn)
-    return lambda *args: jax.lax.map(lambda row: fn(*row), args)
-
-
-def chain_grads(per_chain: np.ndarray) -> int:
-    """Gradients computed for ``per_chain: (chains, ...)`` steps per transition: their sum
-    when the chains run one after the other, ``chains x`` each transition's longest when
-    they run in `lockstep` (its lower bound: see there)."""
-    per_chain = np.asarray(per_chain)
-    if not lockstep():
-        return int(np.sum(per_chain))
-    return int(per_chain.shape[0] * np.sum(np.max(per_chain, axis=0)))
 
 
 def _first_program(target):
@@ -311,7 +284,32 @@ def early_warmup(target, positions, key, *, num_steps: int = 500, metric: str = 
     if bar is not None:
         bar.close()
     choice["reverted"] = reverts
-    return _result(run, kind, choice, updates, final_start, started)
+    far = regroup_far_chains(run, final_start)
+    return _result(run, kind, choice, updates, final_start, started)._replace(far_chains=far)
+
+
+def regroup_far_chains(run: _Chains, final_start: int) -> dict | None:
+    """Before tuning: each chain `far_chains` finds in the final window with a lower log
+    density than the others is moved to where the chain of highest mean log density stands
+    (its state copied); a far chain of higher log density stays (the others may be the
+    ones in a lesser mode). Returns what was found (for a warning), None if nothing. The
+    metric was pooled over every chain and is kept: the chains tuning and sampling go on
+    from are the agreeing ones."""
+    x = np.concatenate(run.out["x"][final_start // CHUNK:], axis=1)
+    lp = np.concatenate(run.out["lp"][final_start // CHUNK:], axis=1)
+    found = far_chains(x, lp)
+    if not found:
+        return None
+    moved = [c for c, lower in found if lower]
+    best = int(np.argmax(np.where(np.isin(np.arange(len(lp)), moved), -np.inf,
+                                  lp.mean(axis=1))))
+    if moved:
+        rows = np.arange(len(lp))
+        rows[moved] = best
+        run.state = jax.tree_util.tree_map(lambda a: a[rows], run.state)
+        run.da = jax.tree_util.tree_map(lambda a: a[rows], run.da)
+    return {"moved": moved, "to": best if moved else None,
+            "kept": [c for c, lower in found if not lower]}
 
 
 def _estimate(run: _Chains, start: int, stop: int, kind: str, rank: int):
