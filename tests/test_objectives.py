@@ -89,3 +89,68 @@ def test_tolerating_divergences_fails_only_above_the_rate():
     for bad in (-0.1, 1.0):
         with pytest.raises(ValueError, match="max_rate"):
             objectives.tolerating_divergences(objectives.esjd_per_grad, bad)
+
+
+def _hmc_draws(scales, step, num_leapfrog, chains=4, draws=400, seed=0):
+    """Exact HMC (leapfrog, Metropolis correction, identity metric) on independent Gaussian
+    coordinates of sd ``scales``: ``(chains, draws, dim)``."""
+    rng = np.random.default_rng(seed)
+    precision = 1.0 / np.asarray(scales) ** 2
+    x = rng.normal(size=(chains, len(scales))) * scales
+    out = np.empty((chains, draws, len(scales)))
+    for t in range(draws):
+        p = rng.normal(size=x.shape)
+        y, q = x.copy(), p - 0.5 * step * precision * x
+        for i in range(num_leapfrog):
+            y = y + step * q
+            q = q - (step if i < num_leapfrog - 1 else 0.5 * step) * precision * y
+        delta = (-0.5 * np.sum(precision * y**2 + q**2, axis=1)
+                 + 0.5 * np.sum(precision * x**2 + p**2, axis=1))
+        x = np.where((np.log(rng.uniform(size=chains)) < delta)[:, None], y, x)
+        out[:, t] = x
+    return out
+
+
+@pytest.mark.parametrize("name", ["ess-lag1", "ess-robust"])
+def test_reward_ranks_settings_as_the_robust_ess_per_gradient_does(name):
+    """Twenty coordinates the metric scaled well and one it left ten times wider: one
+    leapfrog step near its stability limit (MALA-like) decorrelates the twenty in a
+    gradient or two but moves the wide one by diffusion, while ten steps move it
+    ballistically. The robust ESS per gradient (its smallest parameter) of long runs
+    prefers ten steps several times over; the reward, from one super-transition's draws of
+    each at equal gradient cost, must rank them the same way (the mean over coordinates
+    ranked L = 1 first)."""
+    scales = np.array([1.0] * 20 + [10.0])
+    stats = {"is_divergent": np.zeros((4, 400), bool)}
+    rewards, robust = {}, {}
+    for num_leapfrog, draws in ((1, 400), (10, 40)):
+        short = _hmc_draws(scales, 1.0, num_leapfrog, draws=draws, seed=1)
+        rewards[num_leapfrog] = objectives.OBJECTIVES[name](
+            short, {"is_divergent": stats["is_divergent"][:, :draws]}, 4 * 400)
+        long = _hmc_draws(scales, 1.0, num_leapfrog, draws=20_000 // num_leapfrog, seed=2)
+        from adaptmc.diagnostics import robust_ess
+
+        robust[num_leapfrog] = robust_ess(long).min() / (4 * 20_000)
+    assert robust[10] > 3 * robust[1], robust
+    assert rewards[10] > rewards[1], (rewards, robust)
+
+
+def test_robust_reward_estimates_the_effective_draws_over_lags():
+    """Independent draws: 1000 per 1000 gradients at one gradient per draw; an AR(1) chain
+    with rho = 0.8: (1 - rho) / (1 + rho) of that, as ArviZ's ESS (Geyer's initial
+    sequence) estimates it from the same draws."""
+    from adaptmc.diagnostics import ess
+
+    rng = np.random.default_rng(5)
+    chains, draws = 4, 20_000
+    stats = {"is_divergent": np.zeros((chains, draws), bool)}
+    independent = rng.normal(size=(chains, draws, 2)) * np.array([1.0, 50.0])
+    value = objectives.robust_ess_per_grad(independent, stats, chains * draws)
+    assert math.isclose(value, 1000.0, rel_tol=0.05), value
+    ar = np.zeros((chains, draws, 1))
+    noise = rng.normal(size=ar.shape) * np.sqrt(1 - 0.8**2)
+    for t in range(1, draws):
+        ar[:, t] = 0.8 * ar[:, t - 1] + noise[:, t]
+    fraction = objectives.geyer_fractions(ar)[0]
+    assert math.isclose(fraction, ess(ar)[0] / (chains * draws), rel_tol=0.03)
+    assert math.isclose(fraction, 0.2 / 1.8, rel_tol=0.1)

@@ -178,14 +178,14 @@ def _warm(step_size=0.3):
 
 
 @pytest.mark.parametrize("tuner, tuning, tolerance, stops, first", [
-    ("gp-ucb", 12, 0.1, True, 6), ("gp-ucb", 30, 0.1, True, 15), ("hedge", 12, 0.1, True, 6),
+    ("gp-ucb", 12, 0.1, True, 6), ("gp-ucb", 30, 0.1, True, 6), ("hedge", 12, 0.1, True, 6),
     ("gp-ucb", 6, 0.1, False, None), ("gp-ucb", 12, 0.0, False, None),
     ("random", 12, 0.1, False, None), ("parametric", 12, 0.1, False, None),
 ])
 def test_adaptive_hmc_puts_its_gp_bandit_under_the_stop_rule(tuner, tuning, tolerance, stops,
                                                             first):
-    """From `MIN_TUNING` (6) tuning super-transitions, not before the box's mid-tuning
-    extension; off with tolerance 0, with too little tuning, or without a GP posterior."""
+    """From `MIN_TUNING` (6) tuning super-transitions on; off with tolerance 0, with too
+    little tuning, or without a GP posterior."""
     plan = tuned_plan(_warm(), tuner=tuner, tuning=tuning, draws=200, budget=None,
                       objective=None, jitter=0.2, options={},
                       stop=("ucb-lcb", tolerance))
@@ -224,3 +224,34 @@ def test_the_ei_rule_searches_ei_and_reads_the_ucb_at_its_points():
     ucb_read, _, ei_gap = separation(post, rule="ei")
     assert ei_read <= ei_gap * (1 + 1e-9) and ucb_read <= ucb_gap * (1 + 1e-9)
     assert ei_gap > 0.9 * ei_read and ucb_gap > 0.9 * ucb_read  # the peaks are near each other
+
+
+def _tuning_length(draws: int, reward_fn, seed: int = 0) -> int:
+    """Tuning super-transitions of the default plan (the ``ei`` rule at `value_tolerance`)
+    after a warm-up of typical length 6, driven on ``reward_fn`` of the plan's own box."""
+    from adaptmc.recipes.adaptive import STOP_RULE
+
+    plan = tuned_plan(_warm(), tuner="gp-ucb", tuning=12, draws=draws, budget=None,
+                      objective=None, jitter=0.2, options={}, stop=(STOP_RULE, None))
+    key = jax.random.key(seed)
+    state = plan.tuner.init(jax.random.fold_in(key, 10**6))
+    for i in range(plan.adapt_until):
+        proposal, state = plan.tuner.propose(jax.random.fold_in(key, i), state)
+        u = to_unit(plan.box, np.array([proposal["step_size"], proposal["num_leapfrog"]]))
+        state = plan.tuner.update(state, proposal, reward_fn(u), {"divergences": 0})
+        if plan.tuner.done(state):
+            return i + 1
+    return plan.adapt_until
+
+
+def test_default_tuning_earns_its_cost():
+    """On a flat box (every setting within a few per cent) a 1000-draw run stops at the
+    first super-transition the rule is consulted; a 100000-draw run, whose sampling phase
+    a 1 % better setting would repay many super-transitions over, tunes to the end."""
+    from adaptmc.recipes.adaptive import MIN_TUNING, value_tolerance
+
+    rng = np.random.default_rng(0)
+    flat = lambda u: 50.0 * (1 + 0.02 * rng.normal())  # noqa: E731
+    assert _tuning_length(1000, flat) == MIN_TUNING
+    assert _tuning_length(100_000, flat) == 12
+    assert value_tolerance(160, 1000, 8) == pytest.approx(0.02)

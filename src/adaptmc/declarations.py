@@ -58,10 +58,11 @@ ADAPTIVE_OPTIONS: tuple[Option, ...] = (
                  high=10**7, group=ADAPTIVE),
     count_option("tuning", "bandit super-transitions before freezing, at most (default 12)",
                  high=10**6, group=ADAPTIVE),
-    Option("stop_rule", "choice", "what may end tuning early (default ucb-lcb)",
+    Option("stop_rule", "choice", "what may end tuning early (default ei)",
            choices=("ucb-lcb", "ucb", "ei"), group=ADAPTIVE),
     Option("stop_tolerance", "float", "end tuning once the stop rule's measure is at most "
-           "this fraction of the frozen setting's reward (0: off)", low=0.0, high=1e6,
+           "this fraction of the frozen setting's reward (default: the super-transition's "
+           "gradients over the sampling phase's; 0: off)", low=0.0, high=1e6,
            metavar="FRACTION", group=ADAPTIVE),
     count_option("draws", DRAWS_HELP, group=ADAPTIVE),
     count_option("audition", "adaptive-portfolio: frozen super-transitions scoring each trial "

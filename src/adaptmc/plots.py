@@ -51,6 +51,7 @@ from adaptmc.tuners.surrogate import (
 
 REWARD_LABELS = {
     "lag_one_ess_per_grad": "effective draws per 1000 gradients (lag-one estimate)",
+    "robust_ess_per_grad": "effective draws per 1000 gradients (slowest of x, x^2, tails)",
     "esjd_per_grad": "squared jump distance per gradient",
     "esjd_per_sqrt_cost": "squared jump distance per step / sqrt(gradients per step)",
     "autocorrelation_score": "1 - mean |autocorrelation| (1: independent draws)",

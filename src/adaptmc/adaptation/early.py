@@ -30,9 +30,10 @@ transitions; between chunks, on the host, the inverse mass is re-estimated from 
 
 Every transition runs in one compiled program per target and shape, whose metric (a
 low-rank-plus-diagonal one padded to `warmup_rank` directions) and step sizes are arguments:
-a diagonal or dense metric is the same program with other arrays. Gradients are counted
-exactly: one per chain at the start, those of the first-step heuristic and each NUTS
-transition's ``num_integration_steps``.
+a diagonal or dense metric is the same program with other arrays. Gradients are counted as
+computed: one per chain at the start, those of the first-step heuristic and each NUTS
+transition's ``num_integration_steps``; on an accelerator, where the chains run in lockstep,
+every step of the longest chain costs every chain's gradient (`lockstep`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation import metric_choice
+from adaptmc.adaptation.chains import chain_grads, far_chains, over_chains
 from adaptmc.adaptation.dual_averaging import (
     da_final_step_size,
     da_init,
@@ -90,6 +92,7 @@ class EarlyWarmup(NamedTuple):
     num_updates: int
     wall_s: float
     compile_s: float
+    far_chains: dict | None = None
 
 
 def warmup_rank(dim: int, metric: str = "auto") -> int:
@@ -123,7 +126,7 @@ def _first_program(target):
         return logdensity, grad, inverse_mass, step, grads
 
     return compiled(target, "early_warmup_first", lambda: jax.jit(
-        jax.vmap(one), compiler_options=QUICK_COMPILE))
+        over_chains(one), compiler_options=QUICK_COMPILE))
 
 
 def _chunk_program(target, target_accept):
@@ -150,7 +153,10 @@ def _chunk_program(target, target_accept):
         (state, da), out = jax.lax.scan(body, (state, da), jax.random.split(key, CHUNK))
         return state, da, out
 
-    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None)))
+    def chains(keys, state, da, metric):
+        return over_chains(lambda *args: one(*args, metric))(keys, state, da)
+
+    return jax.jit(chains)
 
 
 def _padded(metric: LowRankInverseMass, rank: int):
@@ -183,7 +189,7 @@ class _Chains:
         # pooled over chains by the geometric mean: a scale, not a location
         diag = np.exp(np.mean(np.log(np.asarray(inverse_mass)), axis=0))
         self.metric = LowRankInverseMass(diag, np.zeros((positions.shape[1], 0)), np.zeros(0))
-        self.num_grads = chains + int(np.sum(np.asarray(grads)))
+        self.num_grads = chains + chain_grads(grads)
         self.out = {name: [] for name in OUTPUTS}
         self.target_accept = target_accept
         self.trusted = None
@@ -212,7 +218,7 @@ class _Chains:
                                            _padded(self.metric, self.rank))
         for name, value in zip(self.out, out, strict=True):
             self.out[name].append(np.asarray(value))
-        self.num_grads += int(np.sum(self.out["steps"][-1]))
+        self.num_grads += chain_grads(self.out["steps"][-1])
         self.calls += 1
 
     def adapt(self) -> None:
@@ -296,8 +302,9 @@ def chains_result(run: _Chains) -> EarlyWarmup:
     if run.bar is not None:
         run.bar.close()
     run.choice["reverted"] = run.counters["reverts"]
+    far = regroup_far_chains(run, run.final_start)
     return _result(run, run.counters["kind"], run.choice, run.counters["updates"],
-                   run.final_start, run.started)
+                   run.final_start, run.started)._replace(far_chains=far)
 
 
 def early_warmup(target, positions, key, *, num_steps: int = 500, metric: str = "auto",
@@ -314,6 +321,30 @@ def early_warmup(target, positions, key, *, num_steps: int = 500, metric: str = 
         run.advance()
         run.adapt()
     return chains_result(run)
+
+
+def regroup_far_chains(run: _Chains, final_start: int) -> dict | None:
+    """Before tuning: each chain `far_chains` finds in the final window with a lower log
+    density than the others is moved to where the chain of highest mean log density stands
+    (its state copied); a far chain of higher log density stays (the others may be the
+    ones in a lesser mode). Returns what was found (for a warning), None if nothing. The
+    metric was pooled over every chain and is kept: the chains tuning and sampling go on
+    from are the agreeing ones."""
+    x = np.concatenate(run.out["x"][final_start // CHUNK:], axis=1)
+    lp = np.concatenate(run.out["lp"][final_start // CHUNK:], axis=1)
+    found = far_chains(x, lp)
+    if not found:
+        return None
+    moved = [c for c, lower in found if lower]
+    best = int(np.argmax(np.where(np.isin(np.arange(len(lp)), moved), -np.inf,
+                                  lp.mean(axis=1))))
+    if moved:
+        rows = np.arange(len(lp))
+        rows[moved] = best
+        run.state = jax.tree_util.tree_map(lambda a: a[rows], run.state)
+        run.da = jax.tree_util.tree_map(lambda a: a[rows], run.da)
+    return {"moved": moved, "to": best if moved else None,
+            "kept": [c for c, lower in found if not lower]}
 
 
 def _estimate(run: _Chains, start: int, stop: int, kind: str, rank: int):

@@ -11,31 +11,35 @@
    fixed-length HMC's ``(eps, L)`` under the warm-up's metric, in a log-scale box built from
    the warm-up: ``eps`` in ``[eps_w / 4, 2 eps_w]`` around its step ``eps_w``, ``L`` from half
    the lower quartile to twice the 90th percentile of its trajectory lengths, never a
-   constant box. It starts from ``(eps_w, median L)``. The reward is the lag-one estimate
-   of effective draws of ``x`` and ``x^2`` per gradient
-   (`adaptmc.objectives.lag_one_ess_per_grad`): scale-free, no credit for antithetic jumps,
-   and, unlike ChEES per gradient (Hoffman, Radul & Sountsov 2021), no credit for the
-   diffusive moves of very short trajectories. The box moves (`adaptmc.tuners.moving_box`):
-   at mid-tuning an edge where the best setting lies extends by half its log span (``L`` at
-   most ``budget / 8``), so an optimum just past the warm-up's box is measured rather than
-   frozen at its edge. Step-size jitter (Neal 2011, Sec. 5.4.2.2) randomises every
-   trajectory's length, so a fixed ``L`` cannot resonate with a period of the dynamics.
-   Tuning lasts at most ``tuning`` super-transitions and ends earlier once the bandit's GP
-   separates the setting it would freeze: by default once the GP's maximal upper
-   confidence bound over the box is within ``stop_tolerance`` (a fraction of that setting's
-   reward) of the lower bound at that setting (`adaptmc.tuners.stopping`: ``ucb-lcb``, the
-   regret bound of Makarova et al. 2022; ``ucb``, the lead of the most optimistic setting,
-   and expected improvement are the other rules), consulted from `min_tuning`
-   super-transitions on. The super-transitions so freed are dropped, not given
-   to sampling: the sampling phase keeps its length, draws and thinning, and the run costs
-   fewer gradients (`adaptmc.run.run`).
+   constant box. It starts from ``(eps_w, median L)``. The reward is the effective draws
+   per gradient of the slowest coordinate and statistic (``x``, ``x^2``, both tails), as
+   the summary's robust ESS counts them (`adaptmc.objectives.robust_ess_per_grad`):
+   scale-free, no credit for antithetic jumps, and, unlike ChEES per gradient (Hoffman,
+   Radul & Sountsov 2021), no credit for the diffusive moves of very short trajectories;
+   counted per gradient of the whole run were the setting frozen, warm-up and tuning
+   included (`adaptmc.objectives.over_the_run`), as the summary reports it, so that a
+   1000-draw run does not freeze a one-step setting whose few kept draws cannot repay the
+   warm-up. The box moves (`adaptmc.tuners.moving_box`): at mid-tuning an edge where the
+   best setting lies extends by half its log span (``L`` at most ``budget / 8``), so an
+   optimum just past the warm-up's box is measured rather than frozen at its edge.
+   Step-size jitter (Neal 2011, Sec. 5.4.2.2) randomises every trajectory's length, so a
+   fixed ``L`` cannot resonate with a period of the dynamics.
+   Tuning lasts at most ``tuning`` super-transitions and ends earlier once it no longer
+   earns its cost: by default once the expected improvement of one more super-transition
+   over the setting it would freeze (`adaptmc.tuners.stopping`, ``ei``; the regret bound
+   ``ucb-lcb`` of Makarova et al. 2022 and the UCB's lead ``ucb`` are the other rules), as
+   a fraction of that setting's reward, times the sampling phase's gradients is below the
+   super-transition's own gradients (`value_tolerance`), consulted from `min_tuning`
+   super-transitions on: a short run tunes briefly, a long one longer. The super-transitions
+   so freed are dropped, not given to sampling: the sampling phase keeps its length, draws
+   and thinning, and the run costs fewer gradients (`adaptmc.run.run`).
 3. **Sampling**: the bandit's best setting by posterior mean among the settings it measured
    that never diverged, frozen; while every setting tried has diverged, the step's range
    shrinks below the smallest failure (`adaptmc.tuners.moving_box`), so the bandit
    does not freeze on a setting it never saw work. The draws of the tuning
    super-transitions are not kept, their gradients are counted.
 
-The super-transition budget is ``max(400, 20 L_median, 8 L_max)`` gradients, so that every
+The super-transition budget is ``max(20 L_median, 8 L_max)`` gradients, so that every
 setting of the box makes at least eight draws per chain and the typical one twenty; the
 sampling phase keeps exactly ``draws`` draws per chain of the frozen setting (its last
 super-transition cut short, `adaptmc.run.run`'s ``num_draws``), so its gradients are
@@ -54,44 +58,42 @@ from adaptmc import tuners
 from adaptmc.adaptation.early import METRICS
 from adaptmc.adaptation.early_stage import EarlyWarmupStage
 from adaptmc.kernels import HMCParams, hmc
+from adaptmc.objectives import over_the_run
 from adaptmc.recipes.parts import make_bandit, objective_from_name
 from adaptmc.recipes.plan import Plan, Prepared, check_plan, options_of, sampling_length
 from adaptmc.targets.base import Target
 from adaptmc.tuners.base import Tuner
 
-STOP_RULE = "ucb-lcb"
-"""The default stop rule (`adaptmc.tuners.stopping.RULES`): the regret bound, which stops
-only where the GP is confident that nothing in the box is much better. With the GP's noise
-of 0.1 of the observed reward range, its floor ``2 kappa sd(x_hat)`` keeps it above the
-tolerance within a dozen super-transitions wherever the reward varies across the box
-(measured after 6-12 super-transitions on std-normal-10d, German credit, kidiq and arK,
-seeds 0 and 1: 0.25-0.56 against 0.1, so those runs are unchanged); it fires where every
-setting is about as good. The bolder ``ucb`` rule (stop once no setting promises more than
-the frozen one) saved 3-6 of the 12 tuning super-transitions on those runs, but changed
-robust min ESS per 1000 gradients (tuning included) by +48-50 % (German), +6-7 % (kidiq),
--5 to -9 % (arK) and -23 to -26 % (std-normal-10d, a worse setting frozen): the
-normalised GP does not expect rewards far above the best seen, so it undervalues what it
-has not measured. It stays an option."""
-
-STOP_TOLERANCES = {"ucb-lcb": 0.1, "ucb": 0.1, "ei": 0.01}
-"""Each rule's default ``stop_tolerance``. ``ucb-lcb``: tuning may end once the frozen
-setting is, at two posterior standard deviations, within 10 % of the box's best reward (ESS
-per gradient): the sampling phase gives up at most a tenth of its effective draws per
-gradient. Not tuned to a target: Makarova et al. (2022) stop once the bound is below the
-objective's noise sd, which the GP takes as 0.1 of the observed reward range
-(`adaptmc.tuners.surrogate.NOISE_VAR`), i.e. a tenth of the best reward where the worst
-setting scores near zero. ``ucb``: the same tenth, for the lead of the most optimistic
-setting over the frozen one. ``ei``: 1 % of the frozen setting's reward, EGO's threshold
-(Jones, Schonlau & Welch 1998)."""
+STOP_RULE = "ei"
+"""The default stop rule (`adaptmc.tuners.stopping.RULES`): expected improvement, the gain
+one more tuning super-transition is predicted to find over the setting tuning would freeze
+(Jones, Schonlau & Welch 1998, Eq. 15), as a fraction of that setting's reward. It is the
+quantity `value_tolerance` weighs against the super-transition's cost; the regret bound
+``ucb-lcb`` (Makarova et al. 2022) bounds what freezing gives up, not what one more step
+buys, and its floor ``2 kappa sd`` kept it above a tenth of the reward through all 12
+super-transitions of every run measured, at ~19k gradients a run."""
 
 MIN_TUNING = 6
 """The fewest tuning super-transitions before the stop rule is consulted: ``3 d`` arm pulls
 for the 2-d ``(eps, L)`` box, by which the annealed bandit (``p_i`` still above 0.75) has
 measured about five distinct settings, enough for the GP's reward range (its signal scale)
-to reflect the box rather than the noise of one setting; and never before the moving box's
-mid-tuning extension (``tuning // 2``), so that the rule sees the extended box, whose
-unmeasured part keeps the prior's wide upper bound (for ``ucb-lcb``; the bolder ``ucb``
-rule may still stop before measuring it)."""
+to reflect the box rather than the noise of one setting (`adaptmc.tuners.stopping` reads
+it only from ``2 d`` distinct settings on). The GP does not expect rewards far above the
+best it has seen, so its expected improvement at a corner it never measured is small:
+fewer pulls stopped tuning before the cheap short trajectories had been tried."""
+
+
+def value_tolerance(budget: int, draws: int, num_leapfrog: int,
+                    overhead: float = 0.0) -> float:
+    """The stop rule's tolerance at which tuning earns its cost. The reward is the run's
+    effective draws per gradient (`adaptmc.objectives.over_the_run`), whose gradients per
+    chain are ``draws (overhead + L)`` (``overhead``: gradients per chain per kept draw
+    before the first, `run_overhead`); one more super-transition adds ``budget`` of them,
+    lowering it by the fraction ``budget / (draws (overhead + L))``, and is worth running
+    while the gain it is predicted to find, as a fraction of the reward, exceeds that. A
+    1000-draw run stops once the gain is a few per cent; a 100k-draw run keeps tuning
+    while it is a tenth of a per cent."""
+    return budget / (draws * (overhead + max(1, num_leapfrog)))
 
 
 def check_sizes(metric: str, budget: int | None, **sizes) -> None:
@@ -120,7 +122,7 @@ def adaptive_hmc(
     stop_tolerance: float | None = None,
     draws: int = 1000,
     budget: int | None = None,
-    objective: str | Callable = "ess-lag1",
+    objective: str | Callable = "ess-robust",
     jitter: float = 0.2,
     target_accept: float = 0.8,
     seed: int = 0,
@@ -144,14 +146,14 @@ def adaptive_hmc(
         stop rule may end tuning earlier (`min_tuning`).
     stop_rule, stop_tolerance
         The rule that may end tuning early, ``"ucb-lcb"``, ``"ucb"`` or ``"ei"``
-        (`adaptmc.tuners.stopping`), and its tolerance (None: `STOP_TOLERANCES`); tolerance
+        (`adaptmc.tuners.stopping`), and its tolerance (None: `value_tolerance`); tolerance
         0 turns it off (always ``tuning`` super-transitions of tuning). Only the GP bandits
         (``gp-ucb``, ``hedge``, ``sir``) have the posterior it reads.
     draws
         Kept draws per chain, exactly (each one HMC trajectory of the frozen setting).
     budget
-        Gradients per chain of a super-transition (default: ``max(400, 20 L_median,
-        8 L_max)``: at least 20 draws at the warm-up's typical length, 8 at the box's top).
+        Gradients per chain of a super-transition (default: ``max(20 L_median, 8 L_max)``:
+        at least 20 draws at the warm-up's typical length, 8 at the box's top).
     objective
         The bandit's reward (a name of `adaptmc.objectives.OBJECTIVES` or a callable).
     jitter
@@ -166,12 +168,10 @@ def adaptive_hmc(
         raise ValueError(f"adaptive-hmc tunes with a bandit "
                          f"({', '.join(tuners.bandit_tuners())}), not {tuner!r}")
     check_sizes(metric, budget, warmup_steps=warmup_steps, tuning=tuning, draws=draws)
-    if stop_rule not in STOP_TOLERANCES:
-        raise ValueError(f"stop_rule must be one of {', '.join(STOP_TOLERANCES)}, "
+    if stop_rule not in tuners.stopping.RULES:
+        raise ValueError(f"stop_rule must be one of {', '.join(tuners.stopping.RULES)}, "
                          f"got {stop_rule!r}")
-    if stop_tolerance is None:
-        stop_tolerance = STOP_TOLERANCES[stop_rule]
-    if not stop_tolerance >= 0:
+    if stop_tolerance is not None and not stop_tolerance >= 0:
         raise ValueError(f"stop_tolerance must be >= 0 (0: off), got {stop_tolerance}")
     made_objective = objective_from_name(objective)
     hmc.check_params(HMCParams(jitter=jitter))
@@ -206,9 +206,9 @@ def trajectory_box(steps: np.ndarray) -> tuple[int, int, int]:
 
 
 def min_tuning(tuning: int) -> int:
-    """Tuning super-transitions before the stop rule is consulted: `MIN_TUNING`, and not
-    before the moving box's extension at ``tuning // 2``; at most ``tuning``."""
-    return min(tuning, max(MIN_TUNING, tuning // 2))
+    """Tuning super-transitions before the stop rule is consulted: `MIN_TUNING`, at most
+    ``tuning``."""
+    return min(tuning, MIN_TUNING)
 
 
 def with_stop_rule(bandit: Tuner, tuning: int, stop: tuple[str, float] | None) -> Tuner:
@@ -216,6 +216,8 @@ def with_stop_rule(bandit: Tuner, tuning: int, stop: tuple[str, float] | None) -
     (`adaptmc.tuners.stop_when_separated`), or as it is when the rule is off (None or
     tolerance 0), cannot fire before ``tuning`` or the bandit has no posterior to read."""
     first = min_tuning(tuning)
+    if stop is not None and stop[1] is None:
+        raise ValueError("the stop rule's tolerance must be set (tuned_plan: value_tolerance)")
     if stop is None or stop[1] <= 0 or first >= tuning or bandit.posterior is None:
         return bandit
     return tuners.stop_when_separated(bandit, min_updates=first, tolerance=stop[1],
@@ -226,19 +228,27 @@ def tuned_plan(warm, *, tuner: str, tuning: int, draws: int, budget: int | None,
                objective: Callable | None, jitter: float, options: dict,
                stop: tuple[str, float] | None = None) -> Plan:
     """The plan after the warm-up ``warm``: box, budget, bandit (under the stop rule
-    ``stop``, ``(rule, tolerance)``, when given) and ``draws`` kept draws per chain (the
-    planned length: as many super-transitions as they take at the median ``L``)."""
+    ``stop``, ``(rule, tolerance)``, when given; tolerance None: `value_tolerance`) and
+    ``draws`` kept draws per chain (the planned length: as many super-transitions as they
+    take at the median ``L``). The budget, ``max(20 L_median, 8 L_high)`` gradients per
+    chain, follows from the trajectories the warm-up measured: twenty draws at its typical
+    length, eight at the box's top."""
     low, median, high = trajectory_box(warm.trajectory_steps)
     eps = warm.step_size
     box = tuners.make_box({"step_size": (eps / 4, 2 * eps), "num_leapfrog": (low, high)},
                           integer=("num_leapfrog",), log=("step_size", "num_leapfrog"))
-    budget = max(400, 20 * median, 8 * high) if budget is None else int(budget)
+    budget = max(20 * median, 8 * high) if budget is None else int(budget)
     if budget < 4 * high:
         box = box._replace(upper=np.array([2 * eps, float(max(low + 1, budget // 4))]))
     initial = {"step_size": eps, "num_leapfrog": int(min(median, box.upper[1]))}
     bandit = make_bandit(tuner, box, initial=initial, extend_after=tuning // 2 or None,
                          limits={"num_leapfrog": (1, max(box.upper[1], budget // 8))})
+    overhead = run_overhead(warm, budget, tuning, draws)
+    if stop is not None and stop[1] is None:
+        stop = (stop[0], value_tolerance(budget, draws, initial["num_leapfrog"], overhead))
     bandit = with_stop_rule(bandit, tuning, stop)
+    if objective is not None:
+        objective = over_the_run(objective, overhead)
     sampling = sampling_length(draws, budget // median)
     params = HMCParams(step_size=eps, num_leapfrog=initial["num_leapfrog"],
                        inverse_mass=warm.inverse_mass, jitter=jitter)
@@ -246,6 +256,16 @@ def tuned_plan(warm, *, tuner: str, tuning: int, draws: int, budget: int | None,
                 tuning, tuning, box, 0, options, None, 1, draws)
     check_plan(plan)
     return plan
+
+
+def run_overhead(warm, budget: int, tuning: int, draws: int) -> float:
+    """Gradients per chain per kept draw spent before the first kept draw: the warm-up's
+    (over its chains) and the tuning's at `min_tuning` super-transitions of ``budget``
+    (the fewest it runs; `adaptmc.objectives.over_the_run`). 0 for a warm-up that does not
+    say what it spent."""
+    chains = np.shape(getattr(warm, "positions", np.zeros((1, 1))))[0] or 1
+    spent = getattr(warm, "num_grads", 0) / chains + min_tuning(tuning) * budget
+    return spent / draws if getattr(warm, "num_grads", None) else 0.0
 
 
 def warmup_record(warm, plan: Plan) -> dict:
@@ -268,4 +288,5 @@ def warmup_record(warm, plan: Plan) -> dict:
         "thin": plan.thin,
         "wall_s": warm.wall_s,
         "compile_s": warm.compile_s,
+        "far_chains": getattr(warm, "far_chains", None),
     }

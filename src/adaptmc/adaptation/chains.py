@@ -1,0 +1,61 @@
+"""How the warm-up's chains run and what it checks of them: in lockstep or one after the
+other (and the gradients each way computes), and which chain ended far from the others."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+FAR = 4.0
+"""How many of the other chains' standard deviations a chain's mean over the final window
+may lie from theirs, in some coordinate, before it counts as far (`far_chains`)."""
+
+
+def lockstep() -> bool:
+    """Whether the warm-up runs its chains in lockstep (``jax.vmap``): on an accelerator,
+    where one batched step costs about what one chain's does. A vmapped ``while_loop`` runs
+    until its last chain is done, evaluating every chain's gradient at every step, so a
+    NUTS transition costs ``chains x`` the longest chain's steps (or a little more: a
+    finished chain's inner tree-building loop runs with the others'). On a CPU, where every
+    chain's gradient costs its own time, the chains run one after the other
+    (``jax.lax.map``): each computes exactly the gradients its own trajectories take."""
+    return jax.default_backend() != "cpu"
+
+
+def over_chains(fn):
+    """``fn`` over a leading chain axis of its arguments: vmapped in `lockstep`, else mapped
+    one chain at a time."""
+    if lockstep():
+        return jax.vmap(fn)
+    return lambda *args: jax.lax.map(lambda row: fn(*row), args)
+
+
+def chain_grads(per_chain: np.ndarray) -> int:
+    """Gradients computed for ``per_chain: (chains, ...)`` steps per transition: their sum
+    when the chains run one after the other, ``chains x`` each transition's longest when
+    they run in `lockstep` (its lower bound: see there)."""
+    per_chain = np.asarray(per_chain)
+    if not lockstep():
+        return int(np.sum(per_chain))
+    return int(per_chain.shape[0] * np.sum(np.max(per_chain, axis=0)))
+
+
+def far_chains(draws: np.ndarray, logdensity: np.ndarray) -> list[tuple[int, bool]]:
+    """Chains whose mean over ``draws: (chains, n, dim)`` lies more than `FAR` standard
+    deviations of the other chains' pooled draws from those chains' mean, in some
+    coordinate (a chain left in another mode, or still on its way in), each with whether
+    its mean ``logdensity: (chains, n)`` is below the others' (a lesser mode). Needs three
+    chains: of two, neither is the odd one."""
+    chains = draws.shape[0]
+    if chains < 3:
+        return []
+    out = []
+    for c in range(chains):
+        others = np.delete(draws, c, axis=0).reshape(-1, draws.shape[-1])
+        sd = others.std(axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            distance = np.abs(draws[c].mean(axis=0) - others.mean(axis=0)) / sd
+        if np.any(np.nan_to_num(distance, nan=0.0, posinf=np.inf) > FAR):
+            lower = logdensity[c].mean() < np.delete(logdensity, c, axis=0).mean()
+            out.append((c, bool(lower)))
+    return out

@@ -1,0 +1,95 @@
+"""Gradients counted are gradients computed: the run record's total against a counter
+around the log density, for the default recipe end to end (a JAX log density and a Stan
+program), and the warm-up's count when its chains run in lockstep."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import adaptmc
+from adaptmc.adaptation import chains, early
+from adaptmc.datasets.posteriordb import default_posteriordb_dir
+from adaptmc.diagnostics import format_summary, gradient_shares
+from adaptmc.targets.base import make_target
+
+SCALES = jnp.array([0.1, 1.0, 10.0, 3.0])
+CHAINS = 4
+START_CHECKS = 2 * CHAINS + 1
+"""Evaluations outside the sampler: each chain's start checked before the warm-up and
+after it, and the run's fingerprint."""
+
+
+def counting_target():
+    """A Gaussian whose log density adds one to ``count[0]`` per evaluation (a host
+    callback: called once per point, also under ``vmap``)."""
+    count = [0]
+
+    def add(_):
+        count[0] += 1
+
+    def logdensity(x):
+        jax.debug.callback(add, x)
+        return -0.5 * jnp.sum((x / SCALES) ** 2)
+
+    return make_target(logdensity, jnp.ones(4), check=False), count
+
+
+def test_default_recipe_counts_every_gradient_it_computes():
+    target, count = counting_target()
+    idata = adaptmc.sample(target, chains=CHAINS, seed=0, progress=False,
+                           compile_cache=False, warmup_steps=150, draws=100, tuning=4)
+    jax.effects_barrier()
+    assert count[0] == idata.attrs["total_grad_evals"] + START_CHECKS
+    shares = gradient_shares(idata)
+    assert shares["warm-up"] == json.loads(idata.attrs["warmup"])["num_grads"] > 0
+    assert sum(shares.values()) == idata.attrs["total_grad_evals"]
+    assert "gradients: warm-up " in format_summary(idata)
+
+
+def test_lockstep_warmup_counts_the_longest_chain_for_every_chain(monkeypatch):
+    """In lockstep a NUTS transition evaluates every chain at every step of the longest:
+    the count is at least that, and at most what was computed."""
+    monkeypatch.setattr(chains, "lockstep", lambda: True)
+    target, count = counting_target()
+    start = jax.random.normal(jax.random.key(1), (CHAINS, 4)) * 3
+    warm = early.early_warmup(target, start, jax.random.key(0), num_steps=100,
+                              progress=False)
+    jax.effects_barrier()
+    own = CHAINS + int(np.sum(warm.trajectory_steps))
+    assert own < warm.num_grads <= count[0]
+    assert count[0] <= 1.1 * warm.num_grads
+
+
+EIGHT = default_posteriordb_dir() / "eight_schools-eight_schools_noncentered"
+NO_TOOLCHAIN = (importlib.util.find_spec("httpstan") is None
+                or shutil.which(os.environ.get("CXX", "g++")) is None)
+
+
+@pytest.mark.skipif(NO_TOOLCHAIN or not EIGHT.is_dir(), reason="needs httpstan and a C++ "
+                    "compiler")
+def test_stan_program_counts_every_gradient_the_library_computes(monkeypatch):
+    from adaptmc.targets.stan import stan_target
+    from adaptmc.targets.stan.model import StanModel
+
+    points = [0]
+    original = StanModel.log_density_gradient
+
+    def counted(self, x, *args, **kwargs):
+        points[0] += np.asarray(x).reshape(-1, self.dim).shape[0]
+        return original(self, x, *args, **kwargs)
+
+    monkeypatch.setattr(StanModel, "log_density_gradient", counted)
+    target = stan_target(EIGHT / "model.stan", EIGHT / "data.json.zip")
+    points[0] = 0
+    idata = adaptmc.sample(target, chains=CHAINS, seed=0, progress=False,
+                           compile_cache=False, warmup_steps=150, draws=100, tuning=4)
+    jax.effects_barrier()
+    assert points[0] == idata.attrs["total_grad_evals"] + START_CHECKS
