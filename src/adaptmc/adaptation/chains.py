@@ -3,6 +3,8 @@ other (and the gradients each way computes), and which chain ended far from the 
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 
@@ -23,11 +25,12 @@ def lockstep() -> bool:
 
 
 def over_chains(fn):
-    """``fn`` over a leading chain axis of its arguments: vmapped in `lockstep`, else mapped
-    one chain at a time."""
+    """``fn(row)`` over a leading chain axis of every array of ``rows`` (a tuple):
+    vmapped in `lockstep`, else mapped one chain at a time. No Python frame of its own
+    stands between the caller and ``fn`` (the path to a kernel step stays short)."""
     if lockstep():
         return jax.vmap(fn)
-    return lambda *args: jax.lax.map(lambda row: fn(*row), args)
+    return functools.partial(jax.lax.map, fn)
 
 
 def chain_grads(per_chain: np.ndarray) -> int:

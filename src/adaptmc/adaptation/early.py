@@ -118,7 +118,8 @@ def _first_program(target):
     """Per chain: the log density and gradient at the start, nutpie's initial inverse mass
     ``1 / |grad|`` and the first step under it (`reasonable_step_size`)."""
 
-    def one(key, x):
+    def one(row):
+        key, x = row
         logdensity, grad = target.logdensity_and_grad(x)
         scale = jnp.abs(grad)
         inverse_mass = jnp.clip(jnp.where(scale > 0, 1.0 / scale, 1.0), 1e-20, 1e20)
@@ -138,7 +139,8 @@ def _chunk_program(target, target_accept):
 
     kernel = blackjax.nuts.build_kernel()
 
-    def one(key, state, da, metric):
+    def one(row):
+        key, state, da, metric = row  # the metric is every chain's (broadcast)
         diag, vectors, values = metric
         inverse_mass = LowRankInverseMassMatrix(jnp.sqrt(diag), vectors, values)
 
@@ -153,10 +155,7 @@ def _chunk_program(target, target_accept):
         (state, da), out = jax.lax.scan(body, (state, da), jax.random.split(key, CHUNK))
         return state, da, out
 
-    def chains(keys, state, da, metric):
-        return over_chains(lambda *args: one(*args, metric))(keys, state, da)
-
-    return jax.jit(chains)
+    return jax.jit(over_chains(one))
 
 
 def _padded(metric: LowRankInverseMass, rank: int):
@@ -181,7 +180,7 @@ class _Chains:
         chains = positions.shape[0]
         self.key, key_first = jax.random.split(key)
         logdensity, grad, inverse_mass, steps, grads = _first_program(target)(
-            jax.random.split(key_first, chains), positions)
+            (jax.random.split(key_first, chains), positions))
         from blackjax.mcmc.hmc import HMCState
 
         self.state = HMCState(positions, logdensity, grad)
@@ -209,17 +208,24 @@ class _Chains:
             program = compiled(self.target, cache_key,
                                lambda: _chunk_program(self.target, self.target_accept))
             keys = jax.random.split(self.key, self.state.position.shape[0])
-            program.lower(keys, self.state, self.da, _padded(self.metric, self.rank)).compile()
+            program.lower(self._rows(keys)).compile()
             self.compile_s += time.perf_counter() - tick
         program = self.target.programs[cache_key]
         self.key, key = jax.random.split(self.key)
         keys = jax.random.split(key, self.state.position.shape[0])
-        self.state, self.da, out = program(keys, self.state, self.da,
-                                           _padded(self.metric, self.rank))
+        self.state, self.da, out = program(self._rows(keys))
         for name, value in zip(self.out, out, strict=True):
             self.out[name].append(np.asarray(value))
         self.num_grads += chain_grads(self.out["steps"][-1])
         self.calls += 1
+
+    def _rows(self, keys):
+        """The chunk program's argument: per chain its key, state, dual averaging and the
+        (shared) metric's arrays."""
+        chains = keys.shape[0]
+        metric = tuple(np.broadcast_to(a, (chains, *np.shape(a)))
+                       for a in _padded(self.metric, self.rank))
+        return keys, self.state, self.da, metric
 
     def adapt(self) -> None:
         """After a chunk: keep or revert, re-estimate the metric, swap the estimators when

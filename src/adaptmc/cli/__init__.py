@@ -36,7 +36,11 @@ def cmd_sample(args, resume: bool = False) -> int:
     check_output_place(args.out, resume=resume)
     _AT_START["draws"] = _finished_draws(args.out)  # what Ctrl-C's advice compares with
     with owning(args.out, resume=resume):  # one process owns the folder (adaptmc.run.lock)
-        return _prepare_and_sample(args, resume)
+        from adaptmc.api import one_chain_quiet
+
+        target, options = _prepared(args)
+        with one_chain_quiet(args.chains):
+            return _sample(args, target, options, resume)
 
 
 _AT_START: dict = {}  # the output folder's draws.nc when the command began (Ctrl-C advice)
@@ -51,8 +55,8 @@ def _finished_draws(folder) -> list | None:
     return [facts.st_ino, facts.st_mtime_ns]
 
 
-def _prepare_and_sample(args, resume: bool) -> int:
-    from adaptmc.api import one_chain_quiet
+def _prepared(args):
+    """The target and the recipe's options of ``args``, checked against the machine."""
     from adaptmc.options import check_resources
     from adaptmc.targets import get_target
 
@@ -65,8 +69,7 @@ def _prepare_and_sample(args, resume: bool) -> int:
                                             args.seed)
     check_resources(options, target.dim, args.chains, args.out,
                     target.initial_position.dtype.itemsize)
-    with one_chain_quiet(args.chains):
-        return _sample(args, target, options, resume)
+    return target, options
 
 
 def _sample(args, target, options: dict, resume: bool) -> int:

@@ -85,19 +85,15 @@ def run(target: Target, plan: Plan | Kernel, params: Any | None = None,
     """
     plan, options = as_plan(plan, params, options, settings)
     with owning(options.output_dir, resume=options.resume):  # one process owns a run folder
-        return _run(Context(target, plan, options))
-
-
-def _run(ctx: Context) -> RunResult:
-    """Every stage of ``ctx``'s plan stepped to its end, checkpointed as it goes."""
-    with ctx.guarded():
-        for stage, state in ctx.stages():
-            while not stage.done(state):
-                if ctx.stopping(stage):
-                    return ctx.stopped(stage, state)
-                state = stage.step(state)
-                ctx.stepped(stage, state)
-    return ctx.finish()
+        ctx = Context(target, plan, options)
+        with ctx.guarded():
+            for stage, state in ctx.stages():
+                while not stage.done(state):
+                    if ctx.stopping(stage):
+                        return ctx.stopped(stage, state)
+                    state = stage.step(state)
+                    ctx.stepped(stage, state)
+        return ctx.finish()
 
 
 class Context:
