@@ -361,8 +361,9 @@ def test_target_accept_reaches_the_default_recipes_warmup(monkeypatch):
     import jax
 
     import adaptmc
+    from adaptmc.adaptation import early_stage
     from adaptmc.options import OptionError
-    from adaptmc.recipes import adaptive, build
+    from adaptmc.recipes import build
     from adaptmc.targets import get_target
 
     seen = {}
@@ -371,11 +372,11 @@ def test_target_accept_reaches_the_default_recipes_warmup(monkeypatch):
         seen.update(kwargs)
         raise RuntimeError("stop")
 
-    monkeypatch.setattr(adaptive, "early_warmup", stop)
+    monkeypatch.setattr(early_stage, "start_chains", stop)
     target = get_target("gauss-2d-v1")
     plan = build("adaptive-hmc", target, target_accept=0.95)
     with pytest.raises(RuntimeError, match="stop"):
-        plan.prepare(target, np.zeros((2, target.dim)), jax.random.key(0))
+        plan.warmup.start(target, np.zeros((2, target.dim)), jax.random.key(0))
     assert seen["target_accept"] == 0.95 and plan.options["target_accept"] == 0.95
     with pytest.raises(OptionError, match="target_accept"):
         adaptmc.sample(target, target_accept=1.5, progress=False)
