@@ -143,27 +143,40 @@ def write_posterior_plots(idata, out_dir: str | Path, dpi: int = 90,
                          "the tails are poorly explored)", fontsize=9)
             written.append(_save(fig, out_dir / "energy.png", dpi))
 
-        # among the worst-mixing: where the sampler struggles, not a trivial pair elsewhere
-        pair, strength = correlated_parameters(draws, order[:2 * count], count)
-        stats = idata.sample_stats
-        diverging = {"diverging": np.asarray(stats["diverging"].values, bool)} \
-            if "diverging" in stats else None
-        diverged = diverging is not None and bool(diverging["diverging"].any())
-        if len(pair) >= 2 and (strength >= MIN_CORRELATION or diverged or
-                               _metric(idata) in ("dense", "low-rank")):
-            fig = Figure(figsize=(2.4 * len(pair), 2.4 * len(pair)), layout="constrained")
-            axes = fig.subplots(len(pair) - 1, len(pair) - 1, squeeze=False)
-            alpha = float(np.clip(400 / max(draws.shape[0] * draws.shape[1], 1), 0.05, 0.8))
-            az.plot_pair(_subset(draws, names, pair, diverging), ax=axes, kind="scatter",
-                         scatter_kwargs={"alpha": alpha, "s": 4}, textsize=8,
-                         divergences=diverging is not None,
-                         divergences_kwargs={"color": "red", "markersize": 3})
-            count_text = "" if diverging is None else \
-                f"; divergent draws: {int(diverging['diverging'].sum())}, red"
-            fig.suptitle(f"Pairs of the most correlated among the worst-mixing parameters "
-                         f"(largest |correlation| {strength:.2f}{count_text})", fontsize=9)
-            written.append(_save(fig, out_dir / "pair.png", dpi))
+        pair_plot = _pair_plot(idata, draws, names, order, count)
+        if pair_plot is not None:
+            written.append(_save(pair_plot, out_dir / "pair.png", dpi))
     return written
+
+
+def _pair_plot(idata, draws, names, order, count: int):
+    """The pair plot of the most correlated among the ``2 count`` worst-mixing parameters
+    (``order``), divergent draws in red; None where there is nothing to show (no pair
+    correlates, nothing diverged and the metric is diagonal)."""
+    import arviz as az
+    from matplotlib.figure import Figure
+
+    # among the worst-mixing: where the sampler struggles, not a trivial pair elsewhere
+    pair, strength = correlated_parameters(draws, order[:2 * count], count)
+    stats = idata.sample_stats
+    diverging = {"diverging": np.asarray(stats["diverging"].values, bool)} \
+        if "diverging" in stats else None
+    diverged = diverging is not None and bool(diverging["diverging"].any())
+    if len(pair) >= 2 and (strength >= MIN_CORRELATION or diverged or
+                           _metric(idata) in ("dense", "low-rank")):
+        fig = Figure(figsize=(2.4 * len(pair), 2.4 * len(pair)), layout="constrained")
+        axes = fig.subplots(len(pair) - 1, len(pair) - 1, squeeze=False)
+        alpha = float(np.clip(400 / max(draws.shape[0] * draws.shape[1], 1), 0.05, 0.8))
+        az.plot_pair(_subset(draws, names, pair, diverging), ax=axes, kind="scatter",
+                     scatter_kwargs={"alpha": alpha, "s": 4}, textsize=8,
+                     divergences=diverging is not None,
+                     divergences_kwargs={"color": "red", "markersize": 3})
+        count_text = "" if diverging is None else \
+            f"; divergent draws: {int(diverging['diverging'].sum())}, red"
+        fig.suptitle(f"Pairs of the most correlated among the worst-mixing parameters "
+                     f"(largest |correlation| {strength:.2f}{count_text})", fontsize=9)
+        return fig
+    return None
 
 
 def _save(fig, path: Path, dpi: int) -> Path:

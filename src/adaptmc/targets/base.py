@@ -152,7 +152,19 @@ def make_target(
     def logdensity(position: Array) -> Array:
         return logdensity_fn(unravel(position))
 
-    info = dict(info or {})
+    info = _with_observations(dict(info or {}), log_likelihood, observed_data, constant_data)
+    target = Target(name=name, logdensity=logdensity, dim=int(flat.shape[0]), unravel=unravel,
+                    initial_position=flat, parameter_names=_flat_names(initial_params),
+                    info=info, constrain=None if constrain is None else
+                    (lambda position: constrain(unravel(position))))
+    if check:
+        check_position(target, flat, what="initial position")
+    return target
+
+
+def _with_observations(info: dict, log_likelihood, observed_data, constant_data) -> dict:
+    """``info`` with the observations `make_target` was given (for LOO and predictive
+    tuning), if any."""
     if log_likelihood is not None or observed_data or constant_data:
         from adaptmc.targets.observations import Observations, pointwise_observations
 
@@ -160,19 +172,7 @@ def make_target(
                                             dict(constant_data or {})) \
             if log_likelihood is None else \
             pointwise_observations(log_likelihood, observed_data, constant_data)
-    target = Target(
-        name=name,
-        logdensity=logdensity,
-        dim=int(flat.shape[0]),
-        unravel=unravel,
-        initial_position=flat,
-        parameter_names=_flat_names(initial_params),
-        info=info,
-        constrain=None if constrain is None else (lambda position: constrain(unravel(position))),
-    )
-    if check:
-        check_position(target, flat, what="initial position")
-    return target
+    return info
 
 
 QUICK_COMPILE = {"xla_backend_optimization_level": 0}

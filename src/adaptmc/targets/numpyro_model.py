@@ -65,35 +65,23 @@ def from_numpyro(model: Callable[..., Any], *model_args: Any, name: str | None =
     seeded = handlers.seed(model, rng_seed=INIT_SEED)
     trace = handlers.trace(seeded).get_trace(*model_args, **model_kwargs)
     _check_continuous(trace)
-    if init is None:
-        strategy = init_to_uniform
-    elif isinstance(init, dict):
-        strategy = init_to_value(values=init)
-    else:
-        strategy = init
-    model_info = initialize_model(
-        jax.random.key(INIT_SEED),
-        model,
-        init_strategy=strategy,
-        model_args=model_args,
-        model_kwargs=model_kwargs,
-        dynamic_args=False,
-    )
+    strategy = init_to_uniform if init is None else \
+        init_to_value(values=init) if isinstance(init, dict) else init
+    model_info = initialize_model(jax.random.key(INIT_SEED), model, init_strategy=strategy,
+                                  model_args=model_args, model_kwargs=model_kwargs,
+                                  dynamic_args=False)
     potential = model_info.potential_fn
     unconstrained = model_info.param_info.z
 
     def constrain(params: dict[str, Array]) -> dict[str, Array]:
         return constrain_fn(model, model_args, model_kwargs, params, return_deterministic=True)
 
-    target = make_target(
-        lambda params: -potential(params),
-        unconstrained,
-        name=name or getattr(model, "__name__", "numpyro-model"),
-        info={"source": "numpyro", "model": model, "model_args": model_args,
-              "model_kwargs": model_kwargs,
-              "observations": numpyro_observations(model, model_args, model_kwargs, trace)},
-        constrain=constrain,
-    )
+    observations = numpyro_observations(model, model_args, model_kwargs, trace)
+    target = make_target(lambda params: -potential(params), unconstrained,
+                         name=name or getattr(model, "__name__", "numpyro-model"),
+                         info={"source": "numpyro", "model": model, "model_args": model_args,
+                               "model_kwargs": model_kwargs, "observations": observations},
+                         constrain=constrain)
     target.info["pointwise"] = numpyro_pointwise(model, model_args, model_kwargs,
                                                  target.constrain)
     return target

@@ -54,13 +54,7 @@ def from_pymc(model: Any, name: str | None = None) -> Target:
 
     from adaptmc.targets.observations import pymc_observations, pymc_pointwise
 
-    values = list(model.value_vars)
-    if not values:
-        raise ValueError("the PyMC model has no free random variables")
-    discrete = [v.name for v in values if v.dtype.startswith(("int", "uint", "bool"))]
-    if discrete:
-        raise ValueError(f"PyMC variables {discrete} are discrete; adaptmc samples continuous "
-                         "parameters only (marginalise them out or observe them)")
+    values = _continuous_values(model)
     logp_graph = get_jaxified_graph(inputs=values, outputs=[model.logp()])
     free = list(model.free_RVs) + list(model.deterministics)
     constrain_graph = get_jaxified_graph(inputs=values, outputs=model.replace_rvs_by_values(free))
@@ -75,13 +69,22 @@ def from_pymc(model: Any, name: str | None = None) -> Target:
         out = constrain_graph(*(params[n] for n in order))
         return {rv.name: x for rv, x in zip(free, out, strict=True)}
 
-    target = make_target(
-        logdensity,
-        initial,
-        name=name or model.name or "pymc-model",
-        info={"source": "pymc", "model": model, "observations": pymc_observations(model)},
-        constrain=constrain,
-    )
+    target = make_target(logdensity, initial, name=name or model.name or "pymc-model",
+                         info={"source": "pymc", "model": model,
+                               "observations": pymc_observations(model)},
+                         constrain=constrain)
     if model.observed_RVs:
         target.info["pointwise"] = pymc_pointwise(model, order, target.unravel)
     return target
+
+
+def _continuous_values(model: Any) -> list:
+    """The model's value variables; `ValueError` when there is none or one is discrete."""
+    values = list(model.value_vars)
+    if not values:
+        raise ValueError("the PyMC model has no free random variables")
+    discrete = [v.name for v in values if v.dtype.startswith(("int", "uint", "bool"))]
+    if discrete:
+        raise ValueError(f"PyMC variables {discrete} are discrete; adaptmc samples continuous "
+                         "parameters only (marginalise them out or observe them)")
+    return values
