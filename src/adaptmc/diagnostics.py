@@ -12,6 +12,8 @@ import warnings
 
 import numpy as np
 
+from adaptmc.run_facts import far_chain_warnings, share_lines
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)
     import arviz as az
@@ -271,7 +273,7 @@ def convergence_warnings(idata, table=None) -> list[str]:
         out.append(f"E-BFMI below {MIN_BFMI} in chain {low}: the momentum moves between "
                    "energy levels too slowly to explore the tails (heavy tails or a poor "
                    "metric); the draws may be biased")
-    out.extend(_far_chain_warnings(idata))
+    out.extend(far_chain_warnings(_run_attrs(idata)))
     tuning = getattr(idata, "tuning", None)
     if tuning is not None and "reward" in tuning and \
             tuning.attrs.get("objective", "none") != "none":
@@ -279,25 +281,6 @@ def convergence_warnings(idata, table=None) -> list[str]:
         if rewards.size and np.all(np.isnan(rewards)):
             out.append("every tuning reward was NaN (each setting tried diverged or kept too "
                        "few draws): the tuner learned nothing, the frozen setting is a guess")
-    return out
-
-
-def _far_chain_warnings(idata) -> list[str]:
-    """The warm-up's far chains (`adaptmc.adaptation.early.regroup_far_chains`), named."""
-    warm = _run_attrs(idata).get("warmup")
-    warm = json.loads(warm) if isinstance(warm, str) else dict(warm or {})
-    far = warm.get("far_chains")
-    if not far:
-        return []
-    out = []
-    if far["moved"]:
-        out.append(f"chain {', '.join(map(str, far['moved']))} ended the warm-up far from the "
-                   f"others at a lower log density (a second mode?) and was restarted from "
-                   f"chain {far['to']}'s position before tuning: the draws do not visit "
-                   "that region")
-    if far["kept"]:
-        out.append(f"chain {', '.join(map(str, far['kept']))} ended the warm-up far from the "
-                   "others at a higher log density (a second mode?): the chains disagree")
     return out
 
 
@@ -344,33 +327,6 @@ def _stop_lines(idata) -> list[str]:
         return []
     return [f"tuning stopped after {adapted} of at most {most} super-transitions (stop rule; "
             "the tuning record's tuner_config says why)"]
-
-
-def gradient_shares(idata) -> dict[str, int]:
-    """Gradients over all chains spent before the first kept draw (``warm-up``: a recipe's
-    own warm-up; ``tuning``: the super-transitions whose draws were not kept) and after it
-    (``sampling``), from the run's record; empty without a tuning record."""
-    tuning = getattr(idata, "tuning", None)
-    if tuning is None or "num_grads" not in tuning or "warmup" not in tuning:
-        return {}
-    attrs = _run_attrs(idata)
-    warm = attrs.get("warmup", {})
-    warm = json.loads(warm) if isinstance(warm, str) else dict(warm or {})
-    unkept = np.asarray(tuning["warmup"].values, dtype=bool)
-    grads = np.asarray(tuning["num_grads"].values, dtype=float)
-    return {"warm-up": int(warm.get("num_grads") or 0), "tuning": int(grads[unkept].sum()),
-            "sampling": int(grads[~unkept].sum())}
-
-
-def _share_lines(idata) -> list[str]:
-    """The line saying where the gradients went: warm-up, tuning, sampling, each with its
-    share of the run's total."""
-    shares = gradient_shares(idata)
-    total = sum(shares.values())
-    if not total:
-        return []
-    return ["gradients: " + ", ".join(f"{name} {count:,} ({100 * count / total:.0f} %)"
-                                      for name, count in shares.items())]
 
 
 def _portfolio_lines(attrs: dict) -> list[str]:
@@ -444,7 +400,7 @@ def format_summary(idata, max_rows: int = 12) -> str:
         f"robust min ESS per 1000 gradients {1000 * robust / max(grads, 1):.4g}  "
         f"wall {float(attrs.get('wall_s', float('nan'))):.1f} s "
         f"(compile {float(attrs.get('compile_s', float('nan'))):.1f} s)",
-        *_share_lines(idata),
+        *share_lines(idata, _run_attrs(idata)),
         *_stop_lines(idata),
         *_portfolio_lines(attrs),
         *_notes(attrs, num_chains),
