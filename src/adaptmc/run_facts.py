@@ -36,7 +36,7 @@ def share_lines(idata, attrs: dict) -> list[str]:
 
 def far_chain_warnings(attrs: dict) -> list[str]:
     """From a run's attributes ``attrs``: the warm-up's far chains
-    (`adaptmc.adaptation.early.regroup_far_chains`), named."""
+    (`adaptmc.adaptation.chains.regroup_far_chains`), named."""
     warm = attrs.get("warmup")
     warm = json.loads(warm) if isinstance(warm, str) else dict(warm or {})
     far = warm.get("far_chains")

@@ -62,3 +62,28 @@ def far_chains(draws: np.ndarray, logdensity: np.ndarray) -> list[tuple[int, boo
             lower = logdensity[c].mean() < np.delete(logdensity, c, axis=0).mean()
             out.append((c, bool(lower)))
     return out
+
+
+def regroup_far_chains(run, first_chunk: int) -> dict | None:
+    """Before tuning (``run``: the warm-up's chains, `adaptmc.adaptation.early`; its final
+    window from chunk ``first_chunk``): each chain `far_chains` finds in the final window
+    with a lower log density than the others is moved to where the chain of highest mean
+    log density stands (its state copied); a far chain of higher log density stays (the others may be the
+    ones in a lesser mode). Returns what was found (for a warning), None if nothing. The
+    metric was pooled over every chain and is kept: the chains tuning and sampling go on
+    from are the agreeing ones."""
+    x = np.concatenate(run.out["x"][first_chunk:], axis=1)
+    lp = np.concatenate(run.out["lp"][first_chunk:], axis=1)
+    found = far_chains(x, lp)
+    if not found:
+        return None
+    moved = [c for c, lower in found if lower]
+    best = int(np.argmax(np.where(np.isin(np.arange(len(lp)), moved), -np.inf,
+                                  lp.mean(axis=1))))
+    if moved:
+        rows = np.arange(len(lp))
+        rows[moved] = best
+        run.state = jax.tree_util.tree_map(lambda a: a[rows], run.state)
+        run.da = jax.tree_util.tree_map(lambda a: a[rows], run.da)
+    return {"moved": moved, "to": best if moved else None,
+            "kept": [c for c, lower in found if not lower]}

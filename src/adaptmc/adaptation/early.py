@@ -47,13 +47,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation import metric_choice
-from adaptmc.adaptation.chains import chain_grads, far_chains, over_chains
+from adaptmc.adaptation.chains import chain_grads, over_chains, regroup_far_chains
 from adaptmc.adaptation.dual_averaging import (
     da_final_step_size,
     da_init,
     da_update,
 )
-from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense, low_rank_inverse_mass
+from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
 from adaptmc.adaptation.window import reasonable_step_size
 from adaptmc.targets.base import QUICK_COMPILE, compiled
 
@@ -308,7 +308,7 @@ def chains_result(run: _Chains) -> EarlyWarmup:
     if run.bar is not None:
         run.bar.close()
     run.choice["reverted"] = run.counters["reverts"]
-    far = regroup_far_chains(run, run.final_start)
+    far = regroup_far_chains(run, run.final_start // CHUNK)
     return _result(run, run.counters["kind"], run.choice, run.counters["updates"],
                    run.final_start, run.started)._replace(far_chains=far)
 
@@ -329,59 +329,18 @@ def early_warmup(target, positions, key, *, num_steps: int = 500, metric: str = 
     return chains_result(run)
 
 
-def regroup_far_chains(run: _Chains, final_start: int) -> dict | None:
-    """Before tuning: each chain `far_chains` finds in the final window with a lower log
-    density than the others is moved to where the chain of highest mean log density stands
-    (its state copied); a far chain of higher log density stays (the others may be the
-    ones in a lesser mode). Returns what was found (for a warning), None if nothing. The
-    metric was pooled over every chain and is kept: the chains tuning and sampling go on
-    from are the agreeing ones."""
-    x = np.concatenate(run.out["x"][final_start // CHUNK:], axis=1)
-    lp = np.concatenate(run.out["lp"][final_start // CHUNK:], axis=1)
-    found = far_chains(x, lp)
-    if not found:
-        return None
-    moved = [c for c, lower in found if lower]
-    best = int(np.argmax(np.where(np.isin(np.arange(len(lp)), moved), -np.inf,
-                                  lp.mean(axis=1))))
-    if moved:
-        rows = np.arange(len(lp))
-        rows[moved] = best
-        run.state = jax.tree_util.tree_map(lambda a: a[rows], run.state)
-        run.da = jax.tree_util.tree_map(lambda a: a[rows], run.da)
-    return {"moved": moved, "to": best if moved else None,
-            "kept": [c for c, lower in found if not lower]}
-
-
 def _estimate(run: _Chains, start: int, stop: int, kind: str, rank: int):
-    """The foreground estimate from transitions ``[start, stop)``: the diagonal one, or the
-    low-rank-plus-diagonal one with at most ``rank`` directions."""
-    draws, grads = run.window(start, stop)
-    dim = draws.shape[-1]
-    x, g = draws.reshape(-1, dim), grads.reshape(-1, dim)
-    if x.shape[0] < 3:
-        return run.metric
-    estimate = low_rank_inverse_mass(x, g, max_rank=rank)
-    if kind == "diag":
-        return LowRankInverseMass(estimate.diag, np.zeros((dim, 0)), np.zeros(0))
-    return estimate
+    """The foreground estimate from transitions ``[start, stop)`` (`metric_choice.estimate`;
+    the current metric while the window holds fewer than 3 draws)."""
+    return metric_choice.estimate(*run.window(start, stop), kind, rank, run.metric)
 
 
 def _choose(run: _Chains, start: int, stop: int, metric: str, rank: int):
-    """The final metric from transitions ``[start, stop)`` (`metric_choice.choose`, or the
-    kind ``metric`` names), set on ``run``; returns its kind and what was measured."""
-    draws, grads = run.window(start, stop)
-    dim = draws.shape[-1]
-    allowed = metric_choice.ORDER if metric == "auto" else (metric,)
-    budget = min(rank, max(1, math.ceil(dim / 4)))
-    flops = metric_choice.grad_flops(run.target)
-    kind, measured = metric_choice.choose(draws, grads, grad_flops=flops,
-                                          rank_budget=budget, dense=rank >= dim,
-                                          allowed=allowed)
-    run.metric = metric_choice.fit(kind, draws, grads, budget)
-    if kind == "low-rank" and run.metric.rank == 0:
-        kind = "diag"
-    return kind, {"grad_flops": flops, "window": [start, stop], **measured}
+    """The final metric from transitions ``[start, stop)`` (`metric_choice.choose_final`),
+    set on ``run``; returns its kind and what was measured."""
+    kind, run.metric, measured = metric_choice.choose_final(
+        *run.window(start, stop), run.target, metric, rank)
+    return kind, {**measured, "window": [start, stop]}
 
 
 def _bar(total: int, progress: bool | None):

@@ -136,3 +136,34 @@ def grad_flops(target) -> float:
         return float(analysis.get("flops", math.nan))
     except Exception:  # noqa: BLE001 - a cost model must not stop a run
         return math.nan
+
+
+def estimate(draws: np.ndarray, grads: np.ndarray, kind: str, rank: int, current):
+    """The warm-up's foreground estimate from ``draws, grads: (chains, n, dim)``: the
+    diagonal one (``kind`` ``"diag"``), or the low-rank-plus-diagonal one with at most
+    ``rank`` directions (`adaptmc.adaptation.low_rank`); ``current`` when there are fewer
+    than 3 draws."""
+    dim = draws.shape[-1]
+    x, g = draws.reshape(-1, dim), grads.reshape(-1, dim)
+    if x.shape[0] < 3:
+        return current
+    found = low_rank_inverse_mass(x, g, max_rank=rank)
+    if kind == "diag":
+        return LowRankInverseMass(found.diag, np.zeros((dim, 0)), np.zeros(0))
+    return found
+
+
+def choose_final(draws: np.ndarray, grads: np.ndarray, target, metric: str, rank: int):
+    """``(kind, inverse mass, measured)``: the warm-up's final metric from ``draws, grads:
+    (chains, n, dim)``, chosen by `choose` (or the kind ``metric`` names) and `fit` to
+    them, with at most ``rank`` directions."""
+    dim = draws.shape[-1]
+    allowed = ORDER if metric == "auto" else (metric,)
+    budget = min(rank, max(1, math.ceil(dim / 4)))
+    flops = grad_flops(target)
+    kind, measured = choose(draws, grads, grad_flops=flops, rank_budget=budget,
+                            dense=rank >= dim, allowed=allowed)
+    fitted = fit(kind, draws, grads, budget)
+    if kind == "low-rank" and fitted.rank == 0:
+        kind = "diag"
+    return kind, fitted, {"grad_flops": flops, **measured}

@@ -164,19 +164,9 @@ def adaptive_hmc(
     seed
         Unused here (the warm-up takes the run's key); accepted for a uniform interface.
     """
-    if tuner not in tuners.bandit_tuners():
-        raise ValueError(f"adaptive-hmc tunes with a bandit "
-                         f"({', '.join(tuners.bandit_tuners())}), not {tuner!r}")
     check_sizes(metric, budget, warmup_steps=warmup_steps, tuning=tuning, draws=draws)
-    if stop_rule not in tuners.stopping.RULES:
-        raise ValueError(f"stop_rule must be one of {', '.join(tuners.stopping.RULES)}, "
-                         f"got {stop_rule!r}")
-    if stop_tolerance is not None and not stop_tolerance >= 0:
-        raise ValueError(f"stop_tolerance must be >= 0 (0: off), got {stop_tolerance}")
+    _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept)
     made_objective = objective_from_name(objective)
-    hmc.check_params(HMCParams(jitter=jitter))
-    if not 0.0 < target_accept < 1.0:
-        raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
     options = options_of(locals())
 
     then = functools.partial(prepared_plan, tuner=tuner, tuning=tuning, draws=draws,
@@ -187,6 +177,22 @@ def adaptive_hmc(
                 options=options, warmup=EarlyWarmupStage(warmup_steps, metric, then,
                                                          target_accept),
                 draws=draws)
+
+
+def _check_tuning(tuner: str, stop_rule: str, stop_tolerance, jitter: float,
+                  target_accept: float) -> None:
+    """One clear `ValueError` for a tuning option of `adaptive_hmc` out of its range."""
+    if tuner not in tuners.bandit_tuners():
+        raise ValueError(f"adaptive-hmc tunes with a bandit "
+                         f"({', '.join(tuners.bandit_tuners())}), not {tuner!r}")
+    if stop_rule not in tuners.stopping.RULES:
+        raise ValueError(f"stop_rule must be one of {', '.join(tuners.stopping.RULES)}, "
+                         f"got {stop_rule!r}")
+    if stop_tolerance is not None and not stop_tolerance >= 0:
+        raise ValueError(f"stop_tolerance must be >= 0 (0: off), got {stop_tolerance}")
+    hmc.check_params(HMCParams(jitter=jitter))
+    if not 0.0 < target_accept < 1.0:
+        raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
 
 
 def prepared_plan(warm, **settings) -> Prepared:

@@ -58,20 +58,14 @@ def from_numpyro(model: Callable[..., Any], *model_args: Any, name: str | None =
         If a latent site is discrete (the kernels move continuous positions only).
     """
     from numpyro import handlers
-    from numpyro.infer.util import constrain_fn, init_to_uniform, init_to_value, initialize_model
+    from numpyro.infer.util import constrain_fn
 
     from adaptmc.targets.observations import numpyro_observations, numpyro_pointwise
 
     seeded = handlers.seed(model, rng_seed=INIT_SEED)
     trace = handlers.trace(seeded).get_trace(*model_args, **model_kwargs)
     _check_continuous(trace)
-    strategy = init_to_uniform if init is None else \
-        init_to_value(values=init) if isinstance(init, dict) else init
-    model_info = initialize_model(jax.random.key(INIT_SEED), model, init_strategy=strategy,
-                                  model_args=model_args, model_kwargs=model_kwargs,
-                                  dynamic_args=False)
-    potential = model_info.potential_fn
-    unconstrained = model_info.param_info.z
+    potential, unconstrained = _initialized(model, model_args, model_kwargs, init)
 
     def constrain(params: dict[str, Array]) -> dict[str, Array]:
         return constrain_fn(model, model_args, model_kwargs, params, return_deterministic=True)
@@ -85,6 +79,19 @@ def from_numpyro(model: Callable[..., Any], *model_args: Any, name: str | None =
     target.info["pointwise"] = numpyro_pointwise(model, model_args, model_kwargs,
                                                  target.constrain)
     return target
+
+
+def _initialized(model, model_args: tuple, model_kwargs: dict, init):
+    """``(potential_fn, unconstrained start)`` of NumPyro's ``initialize_model`` under the
+    ``init`` of `from_numpyro`."""
+    from numpyro.infer.util import init_to_uniform, init_to_value, initialize_model
+
+    strategy = init_to_uniform if init is None else \
+        init_to_value(values=init) if isinstance(init, dict) else init
+    info = initialize_model(jax.random.key(INIT_SEED), model, init_strategy=strategy,
+                            model_args=model_args, model_kwargs=model_kwargs,
+                            dynamic_args=False)
+    return info.potential_fn, info.param_info.z
 
 
 def _check_continuous(trace: dict) -> None:

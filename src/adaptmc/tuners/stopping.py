@@ -153,16 +153,7 @@ def stop_when_separated(inner: Tuner, *, min_updates: int, tolerance: float,
     maxfun
         DIRECT's evaluation budget for ``max UCB`` (default ``100 d``).
     """
-    if inner.posterior is None:
-        raise ValueError(f"tuner {inner.name!r} has no posterior to read a stop rule from "
-                         "(the GP bandits gp-ucb, hedge and sir have one)")
-    if int(min_updates) != min_updates or min_updates < 1:
-        raise ValueError(f"min_updates must be an integer >= 1, got {min_updates}")
-    if rule not in RULES:
-        raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
-    if not tolerance > 0 or not kappa > 0:
-        raise ValueError(f"tolerance and kappa must be positive, got {tolerance}, {kappa}")
-    min_updates = int(min_updates)
+    min_updates = _checked(inner, min_updates, rule, tolerance, kappa)
 
     def init(key):
         return {"updates": np.asarray(0), "stopped_at": np.asarray(-1), "gaps": np.zeros(0),
@@ -192,16 +183,31 @@ def stop_when_separated(inner: Tuner, *, min_updates: int, tolerance: float,
                 "stopped_at": np.asarray(stopped), "inner": inner_state}
 
     def describe(state):
-        def listed(values):
-            return [float(v) if math.isfinite(v) else None for v in values]
-
         return {"wrapper": "stop", "rule": rule, "min_updates": min_updates,
                 "tolerance": float(tolerance), "kappa": float(kappa), "maxfun": maxfun,
                 "stopped_at": int(state["stopped_at"]) if done(state) else None,
-                "gaps": listed(state["gaps"]), "leads": listed(state["leads"]),
-                "eis": listed(state["eis"]),
+                **{key: _listed(state[key]) for key in ("gaps", "leads", "eis")},
                 "inner": describe_inner(inner, state["inner"])}
 
     return Tuner(f"stop+{inner.name}", inner.names, init, propose, update,
                  lambda state: inner.best(state["inner"]), describe, done=done,
                  posterior=lambda state: inner.posterior(state["inner"]))
+
+
+def _checked(inner: Tuner, min_updates, rule: str, tolerance: float, kappa: float) -> int:
+    """`stop_when_separated`'s arguments checked (one `ValueError` each); ``min_updates``
+    as an int."""
+    if inner.posterior is None:
+        raise ValueError(f"tuner {inner.name!r} has no posterior to read a stop rule from "
+                         "(the GP bandits gp-ucb, hedge and sir have one)")
+    if int(min_updates) != min_updates or min_updates < 1:
+        raise ValueError(f"min_updates must be an integer >= 1, got {min_updates}")
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    if not tolerance > 0 or not kappa > 0:
+        raise ValueError(f"tolerance and kappa must be positive, got {tolerance}, {kappa}")
+    return int(min_updates)
+
+
+def _listed(values) -> list:
+    return [float(v) if math.isfinite(v) else None for v in values]
