@@ -68,10 +68,10 @@ def regroup_far_chains(run, first_chunk: int) -> dict | None:
     """Before tuning (``run``: the warm-up's chains, `adaptmc.adaptation.early`; its final
     window from chunk ``first_chunk``): each chain `far_chains` finds in the final window
     with a lower log density than the others is moved to where the chain of highest mean
-    log density stands (its state copied); a far chain of higher log density stays (the others may be the
-    ones in a lesser mode). Returns what was found (for a warning), None if nothing. The
-    metric was pooled over every chain and is kept: the chains tuning and sampling go on
-    from are the agreeing ones."""
+    log density stands (its state copied); a far chain of higher log density stays (the
+    others may be the ones in a lesser mode). Returns what was found (for a warning),
+    None if nothing. The metric was pooled over every chain and is kept: the chains
+    tuning and sampling go on from are the agreeing ones."""
     x = np.concatenate(run.out["x"][first_chunk:], axis=1)
     lp = np.concatenate(run.out["lp"][first_chunk:], axis=1)
     found = far_chains(x, lp)
