@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from adaptmc import run_facts
 from adaptmc.run_facts import far_chain_warnings, share_lines
 
 with warnings.catch_warnings():
@@ -317,45 +318,6 @@ def summary(idata, var_names=None):
         return az.summary(idata, var_names=var_names, round_to="none")
 
 
-def _stop_lines(idata) -> list[str]:
-    """The line of a run whose tuner stopped adapting before its ``adapt_until`` (a stop
-    rule, `adaptmc.tuners.stopping`): how many tuning super-transitions it took."""
-    tuning = getattr(idata, "tuning", None)
-    attrs = {} if tuning is None else tuning.attrs
-    adapted, most = int(attrs.get("adapted", -1)), int(attrs.get("adapt_until", -1))
-    if not 0 <= adapted < most:
-        return []
-    return [f"tuning stopped after {adapted} of at most {most} super-transitions (stop rule; "
-            "the tuning record's tuner_config says why)"]
-
-
-def _portfolio_lines(attrs: dict) -> list[str]:
-    """The line of an ``adaptive-portfolio`` run (``attrs["portfolio"]``): which kernel won
-    and both trials' scores (lag-one ESS per 1000 gradients; NaN and why when out)."""
-    if "portfolio" not in attrs:
-        return []
-    record = attrs["portfolio"]
-    record = json.loads(record) if isinstance(record, str) else record
-    scores = []
-    for name, trial in record["trials"].items():
-        score = trial["score"]
-        scores.append(f"{name} {score:.4g}" + (f" (out: {trial['out']})" if trial["out"]
-                                               else ""))
-    return [f"portfolio: {record['winner']} won the trials (ess-lag1 per 1000 gradients: "
-            + ", ".join(scores) + ")"]
-
-
-def _notes(attrs: dict, num_chains: int) -> list[str]:
-    """The summary's quiet lines: the run's tuning notes (`tuning_notes`) and, for one
-    chain, that R-hat needs more."""
-    notes = attrs.get("tuning_notes", "[]")
-    notes = json.loads(notes) if isinstance(notes, str) else list(notes)
-    out = [f"note: {n}" for n in notes]
-    if num_chains == 1:
-        out.append("note: R-hat needs two chains or more (--chains); it is not computed")
-    return out
-
-
 def _recorded_warnings(idata, attrs: dict, table) -> list[str]:
     if "warnings" not in attrs:
         return convergence_warnings(idata, table)
@@ -401,9 +363,9 @@ def format_summary(idata, max_rows: int = 12) -> str:
         f"wall {float(attrs.get('wall_s', float('nan'))):.1f} s "
         f"(compile {float(attrs.get('compile_s', float('nan'))):.1f} s)",
         *share_lines(idata, _run_attrs(idata)),
-        *_stop_lines(idata),
-        *_portfolio_lines(attrs),
-        *_notes(attrs, num_chains),
+        *run_facts.stop_lines(idata),
+        *run_facts.portfolio_lines(attrs),
+        *run_facts.notes(attrs, num_chains),
         "",
     ]
     if found:

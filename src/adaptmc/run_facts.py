@@ -1,5 +1,6 @@
-"""Facts of a run's record for its summary: where its gradients went and the chains its
-warm-up found far from the others (`adaptmc.diagnostics.format_summary`)."""
+"""Facts of a run's record for its summary: where its gradients went, the chains its
+warm-up found far from the others, where tuning stopped, the portfolio's trials and the
+run's notes (`adaptmc.diagnostics.format_summary`)."""
 
 from __future__ import annotations
 
@@ -51,4 +52,43 @@ def far_chain_warnings(attrs: dict) -> list[str]:
     if far["kept"]:
         out.append(f"chain {', '.join(map(str, far['kept']))} ended the warm-up far from the "
                    "others at a higher log density (a second mode?): the chains disagree")
+    return out
+
+
+def stop_lines(idata) -> list[str]:
+    """The line of a run whose tuner stopped adapting before its ``adapt_until`` (a stop
+    rule, `adaptmc.tuners.stopping`): how many tuning super-transitions it took."""
+    tuning = getattr(idata, "tuning", None)
+    attrs = {} if tuning is None else tuning.attrs
+    adapted, most = int(attrs.get("adapted", -1)), int(attrs.get("adapt_until", -1))
+    if not 0 <= adapted < most:
+        return []
+    return [f"tuning stopped after {adapted} of at most {most} super-transitions (stop rule; "
+            "the tuning record's tuner_config says why)"]
+
+
+def portfolio_lines(attrs: dict) -> list[str]:
+    """The line of an ``adaptive-portfolio`` run (``attrs["portfolio"]``): which kernel won
+    and both trials' scores (lag-one ESS per 1000 gradients; NaN and why when out)."""
+    if "portfolio" not in attrs:
+        return []
+    record = attrs["portfolio"]
+    record = json.loads(record) if isinstance(record, str) else record
+    scores = []
+    for name, trial in record["trials"].items():
+        score = trial["score"]
+        scores.append(f"{name} {score:.4g}" + (f" (out: {trial['out']})" if trial["out"]
+                                               else ""))
+    return [f"portfolio: {record['winner']} won the trials (ess-lag1 per 1000 gradients: "
+            + ", ".join(scores) + ")"]
+
+
+def notes(attrs: dict, num_chains: int) -> list[str]:
+    """The summary's quiet lines: the run's tuning notes
+    (`adaptmc.diagnostics.tuning_notes`) and, for one chain, that R-hat needs more."""
+    notes = attrs.get("tuning_notes", "[]")
+    notes = json.loads(notes) if isinstance(notes, str) else list(notes)
+    out = [f"note: {n}" for n in notes]
+    if num_chains == 1:
+        out.append("note: R-hat needs two chains or more (--chains); it is not computed")
     return out
