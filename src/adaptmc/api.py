@@ -122,27 +122,38 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         if heldout is not None:
             check_value(HELDOUT, heldout)
         made, options, heldout_record = predictive_options(made, options, heldout, seed)
-        if isinstance(init, dict):
-            from adaptmc.targets.initial import unconstrained_point
-
-            try:
-                init = unconstrained_point(made, init)
-            except ValueError as err:
-                problem = str(err).removeprefix("init").lstrip(": ")
-                raise OptionError("init", problem) from None
+        init = _named_init(made, init)
         plan = build(recipe, made, seed=seed, **options)
         starts = None if init is None and init_jitter == 0.5 else \
             np.asarray(starting_positions(made, chains, seed, init, init_jitter))
         result = run_plan(made, plan, chains=chains, seed=seed, initial_positions=starts,
                           output_dir=output_dir, force=force, thin=thin, progress=progress)
-        idata = result.idata
-        idata.attrs["recipe"] = plan.name
-        if heldout_record is not None:
-            idata.attrs["heldout"] = json.dumps(heldout_record)
-        if progress:
-            from adaptmc.diagnostics import format_summary
+        return _reported(result.idata, plan.name, heldout_record, progress)
 
-            print(format_summary(idata))
+
+def _named_init(target, init):
+    """``init`` as a point of ``target``'s unconstrained space when it is a dict of named,
+    constrained values (`adaptmc.targets.initial`); else as it is."""
+    if not isinstance(init, dict):
+        return init
+    from adaptmc.targets.initial import unconstrained_point
+
+    try:
+        return unconstrained_point(target, init)
+    except ValueError as err:
+        raise OptionError("init", str(err).removeprefix("init").lstrip(": ")) from None
+
+
+def _reported(idata, recipe: str, heldout_record: dict | None, progress: bool):
+    """``idata`` with the recipe (and held-out observations) in its attributes; its
+    summary printed when ``progress``."""
+    idata.attrs["recipe"] = recipe
+    if heldout_record is not None:
+        idata.attrs["heldout"] = json.dumps(heldout_record)
+    if progress:
+        from adaptmc.diagnostics import format_summary
+
+        print(format_summary(idata))
     return idata
 
 
