@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import signal
-import sys
 import threading
 
 

@@ -50,8 +50,8 @@ from adaptmc.kernels.base import Kernel
 from adaptmc.options import check_run_resources
 from adaptmc.run import callbacks, checks, faults, store
 from adaptmc.run.compile_clock import compile_seconds
-from adaptmc.run.lock import owning_output_dir
 from adaptmc.run.idata import describe_tuning, to_inference_data
+from adaptmc.run.lock import owning_output_dir
 from adaptmc.run.loop import (
     SuperTransitionLoop,
     init_states,
