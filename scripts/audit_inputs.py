@@ -1,5 +1,7 @@
-"""Audit: the classes of bad input and faults of issue 31, run against the command line and
-the Python API; prints pass/fail counts per class (exit status 1 if any fails).
+"""Audit: the classes of bad input and faults, run against the command line, the Python API
+and the lab's commands; prints pass/fail counts per class (exit status 1 if any fails). The
+bad values of every option come from its declaration (`adaptmc.options.invalid_examples`:
+the library's options, and the lab's, declared with the same `adaptmc.options.Option`).
 
     PYTHONPATH=src python scripts/audit_inputs.py [--verbose]
 
@@ -255,12 +257,170 @@ def make():
 """
 
 
-def main_audit(verbose: bool) -> int:
+def audit_api_structured(root: Path) -> None:
+    """The API's structured values (box, grid, inverse_mass, data) in the wrong form."""
+    kind = "8 API structured values"
+    folder = root / "structured"
+    folder.mkdir()
+    cases = [(dict(data=5), "data"), (dict(data=[1, 2]), "data"),
+             (dict(recipe="manual", inverse_mass="abc"), "inverse_mass"),
+             (dict(recipe="manual", inverse_mass=[1.0, math.nan]), "inverse_mass"),
+             (dict(recipe="manual", tuner="gp-ucb", box="step_size=1:2"), "box"),
+             (dict(recipe="manual", tuner="gp-ucb", box={"step_size": (2, 1)}), "box"),
+             (dict(recipe="manual", tuner="gp-ucb", box={"step_size": "a:b"}), "box"),
+             (dict(recipe="manual", tuner="grid", grid="num_leapfrog=5"), "grid"),
+             (dict(recipe="manual", tuner="grid", grid={"num_leapfrog": "5,10"}), "grid")]
+    for keywords, name in cases:
+        try:
+            adaptmc.sample(TARGET, progress=False, output_dir=folder / "never", **keywords)
+            check(kind, repr(keywords), False, "accepted")
+        except OptionError as err:
+            check(kind, repr(keywords), str(err).startswith(name + " ")
+                  and not list(folder.iterdir()), str(err))
+
+
+def lab_cli(argv) -> tuple[int, str]:
+    """``adaptmc-lab ARGV`` in this process: ``(exit status, stderr)``."""
+    from adaptmc_lab.cli import main as lab_main
+
+    err = text_io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(text_io.StringIO()):
+        code = lab_main([str(a) for a in argv])
+    return code, err.getvalue()
+
+
+def lab_typed_flags() -> list[tuple[str, str, object]]:
+    """``(command, flag, parse)`` of every lab flag whose type is declared (an integer
+    ``Option`` on ``parse.option``, or a list of names)."""
+    import argparse
+
+    from adaptmc_lab.cli import build_lab_parser
+
+    out = []
+    parser = build_lab_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for command, sub in commands.choices.items():
+        for action in sub._actions:
+            if action.option_strings and callable(action.type) and \
+                    hasattr(action.type, "option"):
+                out.append((command, action.option_strings[0], action.type))
+    return out
+
+
+def audit_lab(root: Path) -> None:
+    """Every declared flag of the lab's commands x its declaration's bad values: one line,
+    nothing written into --out."""
+    kind = "9 lab commands x bad values"
+    folder = root / "lab"
+    folder.mkdir()
+    for command, name, parse in lab_typed_flags():
+        head = ["reproduce", "dexter"] if command == "reproduce" else [command]
+        values = ["", ",", "a,,b"] if parse.option is None else \
+            options.invalid_examples(parse.option)
+        for value in values:
+            # "2": the API's wrong type, a valid number on a command line (it would run)
+            text = "abc" if value == "2" else repr(value) if isinstance(value, float) \
+                else str(value)
+            code, err = lab_cli([*head, f"{name}={text}", "--out", folder / "never"])
+            check(kind, f"{command} {name}={text}", code == 2 and err.count("\n") == 1
+                  and name in err and "usage:" not in err and not list(folder.iterdir()), err)
+    code, err = lab_cli(["bogus"])
+    check(kind, "an unknown command", code == 2 and err.count("\n") == 1, err)
+
+
+def audit_nothing_lost(root: Path) -> None:
+    """The faults of a run folder one process owns, damage without the sidecar, a full disk
+    mid-run, and messages that name the problem."""
+    import subprocess
+
+    from adaptmc import io as run_io
+    from adaptmc.run import lock
+
+    kind = "10 one owner, damage, full disk, messages"
+    run = root / "finished" / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from adaptmc.run import lock; "
+         "lock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(60)", str(run)],
+        stdout=subprocess.PIPE, text=True, env={**__import__("os").environ,
+                                                 "PYTHONPATH": ":".join(sys.path)})
+    try:
+        holder.stdout.readline()
+        for argv in ([*MANUAL, "--out", run, "--force"], ["resume", run]):
+            code, err = cli(argv)
+            check(kind, f"{argv[0]} on a folder another process holds", code == 2 and
+                  f"process {holder.pid}" in err and err.count("\n") == 1, err)
+    finally:
+        holder.kill()
+        holder.wait()
+    lock.acquire(run)  # the killed holder's lock is stale: taken over at once
+    lock.release(run)
+    check(kind, "a killed holder's lock is taken over", not lock.lock_path(run).exists(), "")
+    copy = root / "sidecar"
+    shutil.copytree(run, copy)
+    (copy / "draws.sha256").unlink()
+    data = bytearray((copy / "draws.nc").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (copy / "draws.nc").write_bytes(bytes(data))
+    code, err = cli(["summary", copy])
+    check(kind, "a flipped byte with draws.sha256 deleted", code == 2 and "checksum" in err,
+          err)
+    (copy / "draws.nc").unlink()
+    for command in ("summary", "resume"):
+        code, err = cli([command, copy])
+        check(kind, f"{command} of a finished run whose draws.nc was deleted",
+              code == 2 and "draws.nc was deleted" in err, err)
+    empty = root / "empty-config"
+    empty.mkdir()
+    (empty / "config.json").write_text("{}")
+    code, err = cli(["resume", empty])
+    check(kind, "config.json of {}", code == 2 and "no fingerprint" in err, err)
+    savez, calls = run_io.atomic_savez, []
+
+    def full(path, arrays):
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return savez(path, arrays)
+
+    run_io.atomic_savez = full
+    try:
+        code, err = cli([*MANUAL, "--out", root / "mid-run"])
+    finally:
+        run_io.atomic_savez = savez
+    check(kind, "a full disk at a mid-run checkpoint", code == 2 and err.count("\n") == 1
+          and "the disk is full" in err and "MB" in err, err)
+    code, err = cli(["resume", root / "mid-run", "--no-progress"])
+    check(kind, "its resume once there is room", code == 0, err)
+    garbage = root / "garbage.json.zip"
+    garbage.write_bytes(b"not a zip")
+    from adaptmc.targets.stan.model import data_json
+
+    try:
+        data_json(str(garbage))
+        check(kind, "--data garbage.json.zip", False, "accepted")
+    except ValueError as err:
+        check(kind, "--data garbage.json.zip", "garbage.json.zip" in str(err), str(err))
+    (root / "pair_audit.py").write_text("def make():\n    return (abs, 'not an array')\n")
+    sys.path.insert(0, str(root))
+    try:
+        code, err = cli(["sample", "--target", "pair_audit:make", "--out", root / "pair"])
+    finally:
+        sys.path.remove(str(root))
+    check(kind, "a target returning (fn, 'not an array')",
+          code == 2 and "initial_params are not numbers" in err, err)
+
+
+AUDITS = ("audit_data_loss", "audit_declared", "audit_api_objects", "audit_damaged",
+          "audit_faults", "audit_api_structured", "audit_lab", "audit_nothing_lost")
+
+
+def main_audit(verbose: bool, only: tuple[str, ...] = AUDITS) -> int:
+    """Run the audits named in ``only`` (``--only a,b``; audit_data_loss always: it makes the
+    finished run the others use)."""
     root = Path(tempfile.mkdtemp(prefix="adaptmc-audit-"))
     try:
-        for audit in (audit_data_loss, audit_declared, audit_api_objects, audit_damaged,
-                      audit_faults):
-            audit(root)
+        for name in ("audit_data_loss", *[a for a in only if a != "audit_data_loss"]):
+            globals()[name](root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     failed = 0
@@ -278,4 +438,6 @@ def main_audit(verbose: bool) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main_audit("--verbose" in sys.argv))
+    chosen = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")), None)
+    sys.exit(main_audit("--verbose" in sys.argv,
+                        AUDITS if chosen is None else tuple(chosen.split(","))))

@@ -55,10 +55,12 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
                         "-hedge, -sir, adaptmc-bandit-hmc, -hmc-da, -hmc-grid, numpyro-nuts, "
                         "nutpie (PyMC twins), nutpie-diag and nutpie-low-rank (any target, "
                         "from_pyfunc))")
-    p.add_argument("--seeds", type=integer("seeds", 1), default=None, help="seeds per (target, sampler)")
+    p.add_argument("--seeds", type=integer("seeds", 1), default=None,
+                   help="seeds per (target, sampler)")
     p.add_argument("--budget", type=integer("budget", 1), default=None,
                    help="sampling draws per chain (warm-up: half as many)")
-    p.add_argument("--chains", type=declared("chains"), default=None, help="chains per cell (default 4)")
+    p.add_argument("--chains", type=declared("chains"), default=None,
+                   help="chains per cell (default 4)")
     p.add_argument("--out", default="runs/bench", help="output folder")
     p.add_argument("--force", action="store_true", help="recompute cells already in --out")
     p.add_argument("--dask", default=None, metavar="ADDRESS",
@@ -71,28 +73,33 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def integer(name: str, low: int, high: int = 2**31 - 1):
-    """An argparse type: an integer in ``[low, high]`` (a refusal names the flag's rule)."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be an integer in [{low}, {high}], got "
-                                             f"{value}")
-        return value
+    """An argparse type: an integer in ``[low, high]``, declared as the library declares its
+    options (an `adaptmc.options.Option` on the function, ``.option``, which the audit
+    reads) and parsed and refused as ``adaptmc sample`` does."""
+    from adaptmc.options import Option
 
-    parse.__name__ = name
-    return parse
+    return typed(Option(name, "int", "", low=low, high=high))
 
 
 def declared(name: str):
-    """An argparse type checking an integer against the library's declaration of ``name``
-    (`adaptmc.options.DECLARED`: its range), as ``adaptmc sample`` does."""
+    """An argparse type checking a value against the library's declaration of ``name``
+    (`adaptmc.options.DECLARED`), as ``adaptmc sample`` does."""
     from adaptmc.options import DECLARED
 
-    option = DECLARED[name]
-    return integer(name, int(option.low), int(option.high))
+    return typed(DECLARED[name])
+
+
+def typed(option):
+    from adaptmc.options import OptionError, parse_text
+
+    def parse(text: str):
+        try:
+            return parse_text(option, text)
+        except OptionError as err:
+            raise argparse.ArgumentTypeError(err.problem) from None
+
+    parse.__name__, parse.option = option.name, option
+    return parse
 
 
 def names(flag: str):
@@ -104,7 +111,7 @@ def names(flag: str):
                                              f"{text!r}")
         return ",".join(item.strip() for item in items)
 
-    parse.__name__ = flag
+    parse.__name__, parse.option = flag, None  # no numeric declaration: a list of names
     return parse
 
 

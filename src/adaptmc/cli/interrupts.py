@@ -3,7 +3,7 @@
 `deferring_sigint` installs a SIGINT handler that raises `KeyboardInterrupt` as Python's
 does, except inside a garbage-collector callback (JAX's ``_xla_gc_callback``), where an
 exception is printed as "Exception ignored" and dropped, so the run would go on: there it
-asks again (``_thread.interrupt_main``) a moment later, outside the callback.
+sends it again (``signal.pthread_kill``) a moment later, outside the callback.
 A Ctrl-C while the command's modules are imported, before `adaptmc.cli.main` runs, is
 `adaptmc._start`'s.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import signal
-import sys
 import threading
 
 
@@ -28,10 +27,9 @@ def _in_gc_callback(frame) -> bool:
 
 def handle_sigint(signum, frame) -> None:
     """Raise `KeyboardInterrupt`; inside a gc callback, raise it again 50 ms later."""
-    if _in_gc_callback(frame):
-        import _thread
-
-        threading.Timer(0.05, _thread.interrupt_main).start()
+    if _in_gc_callback(frame):  # a real signal again (it wakes a sleeping main thread)
+        main = threading.main_thread().ident
+        threading.Timer(0.05, signal.pthread_kill, (main, signal.SIGINT)).start()
         return
     raise KeyboardInterrupt
 
