@@ -43,15 +43,14 @@ def _dual_averaging(settings: dict) -> Tuner:
 
 
 TUNERS: dict[str, TunerEntry] = {
-    "fixed": TunerEntry(_fixed, "the parameters as given", box=False),
-    "grid": TunerEntry(_grid, "each point of --grid once, then the best", box=False),
-    "gp-ucb": TunerEntry(gp_ucb, "annealed GP-UCB bandit"),
-    "parametric": TunerEntry(parametric, "Bayesian parametric bandit"),
-    "hedge": TunerEntry(hedge, "GP-Hedge bandit"),
-    "sir": TunerEntry(sir, "stochastic SIR policy"),
-    "random": TunerEntry(random_search, "uniform draws from the box"),
-    "dual-averaging": TunerEntry(_dual_averaging, "step size dual-averaged to "
-                                 "--target-accept", box=False),
+    "fixed": TunerEntry(_fixed, "as given", box=False),
+    "grid": TunerEntry(_grid, "each point of --grid, then the best", box=False),
+    "gp-ucb": TunerEntry(gp_ucb, "GP-UCB bandit"),
+    "parametric": TunerEntry(parametric, "parametric bandit"),
+    "hedge": TunerEntry(hedge, "GP-Hedge"),
+    "sir": TunerEntry(sir, "SIR policy"),
+    "random": TunerEntry(random_search, "uniform in the box"),
+    "dual-averaging": TunerEntry(_dual_averaging, "step size to --target-accept", box=False),
 }
 
 

@@ -11,7 +11,7 @@ returns near its start (Neal 2011, Sec. 4.2: periodicity), which shows in the tr
 autocorrelations (to lag 100, as the thesis plots them). Figures as the thesis numbers
 them: Fig. 2.1 / 2.3 the trajectories, samples and traces on the first / second Gaussian,
 Fig. 2.2 / 2.4 their autocorrelations. The table adds the talk's objective ``h(theta)``
-(`adaptmc.objectives.windowed_autocorrelation` of the energy trace over a window of
+(`energy_objective.windowed_autocorrelation` of the energy trace over a window of
 gradient lags, ``H_WINDOW``; Mahendran et al. 2012). Then every tuner (gp-ucb, parametric,
 hedge, sir, random, dual-averaging) tunes HMC on both targets with the ESJD-per-gradient
 reward over the box ``eps in [0.01, 0.3], L in [1, 100]``; the table reports the setting
@@ -112,6 +112,7 @@ def fixed_setting_run(variance: float, eps: float, steps: int, num_iterations: i
     (the ``manual`` recipe with the fixed tuner, one super-transition)."""
     from adaptmc import diagnostics, objectives, recipes, targets
     from adaptmc.api import run_plan
+    from adaptmc_lab.experiments.energy_objective import windowed_autocorrelation
 
     target = targets.correlated_2d(variance)
     plan = recipes.manual(target, kernel="hmc", step_size=eps, num_leapfrog=steps,
@@ -129,8 +130,7 @@ def fixed_setting_run(variance: float, eps: float, steps: int, num_iterations: i
         "esjd": diagnostics.esjd(draws),
         "min_ess": float(diagnostics.robust_ess(draws).min()),
         "autocorrelation_score": objectives.autocorrelation_score(draws, stats, 0, MAX_LAG),
-        "h_window": objectives.windowed_autocorrelation(_energy(target, draws), steps,
-                                                        H_WINDOW),
+        "h_window": windowed_autocorrelation(_energy(target, draws), steps, H_WINDOW),
         "acf": np.array([diagnostics.autocorrelation(draws[..., i], MAX_LAG) for i in range(2)]),
         "trajectory_end_distance": float(np.linalg.norm(path[-1] - path[0])),
     }
