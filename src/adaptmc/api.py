@@ -69,41 +69,32 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
     target
         A `Target`, a built-in target name or ``module:function``, a pair
         ``(logdensity_fn, initial_params)``, a NumPyro model (``model_args`` and
-        ``model_kwargs`` are its data) or a PyMC model.
-    recipe
-        One of `adaptmc.recipes.RECIPES` (default: the README's adaptive HMC).
-    chains, seed, thin
-        Chains run in parallel, the run's seed, keep every ``thin``-th draw.
+        ``model_kwargs`` are its data), a PyMC model or a ``.stan`` file.
+    recipe, chains, seed, thin
+        One of `adaptmc.recipes.RECIPES` (default: adaptive HMC); chains run in parallel;
+        the run's seed; keep every ``thin``-th draw.
     data
-        A Stan program's data (``target`` a ``.stan`` file): a dict, or a ``.json`` or
-        ``.json.zip`` file; for a NumPyro model, its keyword argument ``data``.
+        A Stan program's data (a dict, a ``.json`` or ``.json.zip`` file); for a NumPyro
+        model, its keyword argument ``data``.
     output_dir, force, progress
-        Write a run folder (resumable, see `adaptmc.run.run`); show a progress bar and
-        print the summary at the end.
+        Write a run folder (resumable, `adaptmc.run.run`); show progress and the summary.
     init, init_jitter
         Where the chains start: a dict of named values in the model's own (constrained)
-        space, ``{"tau": 2.0}`` (`adaptmc.targets.initial`; parameters left out start
-        where the target starts), or in the target's unconstrained space (`adaptmc.run.
-        starting_positions`): ``None`` (the target's initial position) or a ``(dim,)``
+        space, ``{"tau": 2.0}`` (`adaptmc.targets.initial`), or in the unconstrained space
+        (`adaptmc.run.starting_positions`): None (the target's start) or a ``(dim,)``
         point, each plus ``U(-init_jitter, init_jitter)`` per chain and coordinate; or
         ``(chains, dim)`` points, used as they are.
     compile_cache
-        Keep compiled programs on disk and load them when the same model runs again at the
-        same sizes (`adaptmc.compile_cache.use_compile_cache`, as the command line does);
-        ``False`` compiles afresh. It takes effect if nothing was compiled before in the
-        process (JAX decides once).
+        Keep compiled programs on disk (`adaptmc.compile_cache.use_compile_cache`, as the
+        command line does); it takes effect if nothing was compiled before in the process.
     float32
-        Compute in single precision. By default the run is float64 whatever JAX's global
-        flag was, as on the command line: `sample` turns on ``jax_enable_x64`` (a setting of
-        the whole process) unless ``float32=True``, which a target computing in float64 (a
-        PyMC model, a Stan program) refuses.
+        Single precision. By default float64 whatever JAX's global flag (``sample`` turns
+        ``jax_enable_x64`` on for the process); PyMC models and Stan programs refuse it.
     heldout
-        With ``objective="predictive"``: the observations the bandit's reward predicts
-        (`adaptmc.heldout`), a fraction held out at random with ``seed`` (``0.2``) or
-        held-out data as the model's arguments (a dict or a ``.json``/``.npz`` file).
+        With ``objective="predictive"``, the observations the reward predicts
+        (`adaptmc.heldout`): a fraction held out with ``seed`` (``0.2``) or held-out data.
     **options
-        The recipe's options (e.g. ``draws``, ``metric``, ``kernel``, ``step_size``); an
-        option the recipe does not take is a `ValueError`.
+        The recipe's options (``draws``, ``metric``, ...); one it does not take: `ValueError`.
     """
     check_data(data)
     checked = check_sample_args(dict(
@@ -113,14 +104,11 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
     chains, seed, thin, init_jitter, init = (checked[k] for k in (
         "chains", "seed", "thin", "init_jitter", "init"))
     options = checked["options"]
-    jax.config.update("jax_enable_x64", not float32)  # before the target's arrays are made
-    _before_any_work(compile_cache, output_dir, force)
+    _before_any_work(compile_cache, output_dir, force, float32)
     with telling_target_errors(), one_chain_quiet(chains):
         made = in_precision(_make_target(target, model_args, model_kwargs, data), float32)
         check_resources(options, made.dim, chains, output_dir,
                         made.initial_position.dtype.itemsize)
-        if heldout is not None:
-            check_value(HELDOUT, heldout)
         made, options, heldout_record = predictive_options(made, options, heldout, seed)
         init = _named_init(made, init)
         plan = build(recipe, made, seed=seed, **options)
@@ -157,9 +145,11 @@ def _reported(idata, recipe: str, heldout_record: dict | None, progress: bool):
     return idata
 
 
-def _before_any_work(compile_cache: bool, output_dir, force: bool) -> None:
-    """Turn JAX's compile cache on (`adaptmc.compile_cache`) and refuse an output folder
-    that may not be written (`adaptmc.io.prepare_output_dir`), before any work."""
+def _before_any_work(compile_cache: bool, output_dir, force: bool, float32: bool) -> None:
+    """Set JAX's precision (before the target's arrays are made), turn its compile cache on
+    (`adaptmc.compile_cache`) and refuse an output folder that may not be written
+    (`adaptmc.io.prepare_output_dir`), before any work."""
+    jax.config.update("jax_enable_x64", not float32)
     if compile_cache:
         from adaptmc.compile_cache import use_compile_cache
 
@@ -225,6 +215,8 @@ def check_sample_args(args: dict, options: dict) -> dict:
 def predictive_options(target, options: dict, heldout, seed: int):
     """``objective="predictive"``: the training target and the held-out reward
     (`adaptmc.heldout.predictive_setup`) in place of the name; else everything as it is."""
+    if heldout is not None:
+        check_value(HELDOUT, heldout)
     if options.get("objective") != "predictive":
         if heldout is not None:
             raise OptionError("heldout", "is for objective='predictive'")

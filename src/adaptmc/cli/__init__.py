@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 from pathlib import Path
 
 from adaptmc.cli.interrupts import deferring_sigint
-from adaptmc.cli.options import build_parser, recipe_options
+from adaptmc.cli.options import build_parser, read_init, recipe_options
 
 __all__ = ["build_parser", "main", "recipe_options"]
 
@@ -144,7 +143,7 @@ def _starts(args, target):
 
     values = getattr(args, "init_values", None)
     if values is None and args.init is not None:
-        values = _read_init(args.init)
+        values = read_init(args.init)
         values = values if isinstance(values, dict) else values.tolist()
     jitter = getattr(args, "init_jitter", 0.5)
     args.init_values = values
@@ -155,44 +154,6 @@ def _starts(args, target):
 
         values = unconstrained_point(target, values)
     return np.asarray(starting_positions(target, args.chains, args.seed, values, jitter))
-
-
-def _read_init(text: str):
-    """A ``.npy``, ``.json`` or whitespace-separated text file of real numbers (a text file
-    of one line is one point)."""
-    import numpy as np
-
-    path = Path(text)
-    if not path.is_file():
-        raise ValueError(f"--init {text!r}: no such file")
-    if path.suffix == ".npy":
-        from adaptmc.io import load_npy
-
-        values = load_npy(path)
-    else:
-        try:
-            raw = path.read_text()
-            if path.suffix == ".json" and raw.lstrip().startswith("{"):
-                return _named_init(text, json.loads(raw))
-            values = np.asarray(json.loads(raw) if path.suffix == ".json"
-                                else [line.split() for line in raw.splitlines() if line.strip()],
-                                dtype=float)
-        except (ValueError, UnicodeDecodeError, TypeError) as err:
-            raise ValueError(f"--init {text!r}: expected real numbers ({err})") from None
-        values = values[0] if values.ndim == 2 and values.shape[0] == 1 else values
-    if values.dtype.kind not in "fiu" or not np.all(np.isfinite(values)):
-        raise ValueError(f"--init {text!r}: expected finite real numbers")
-    return np.asarray(values, dtype=float)
-
-
-def _named_init(text: str, values) -> dict:
-    """A ``.json`` object of named constrained values, each a number or nested lists."""
-    import numpy as np
-
-    try:
-        return {str(k): np.asarray(v, dtype=float).tolist() for k, v in values.items()}
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"--init {text!r}: expected real numbers ({err})") from None
 
 
 # the options of `adaptmc sample` a run folder's config.json must record to be resumed

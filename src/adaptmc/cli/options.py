@@ -4,6 +4,7 @@ and its flags) and `recipe_options` (the flags a recipe takes, parsed, under its
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 COMPILE_CACHE_HELP = ("compile every program afresh (default: keep compiled programs in "
@@ -239,3 +240,41 @@ def _array(text: str, name: str):
 def _number(text: str):
     value = float(text)
     return int(value) if value.is_integer() and "." not in text and "e" not in text else value
+
+
+def read_init(text: str):
+    """A ``.npy``, ``.json`` or whitespace-separated text file of real numbers (a text file
+    of one line is one point)."""
+    import numpy as np
+
+    path = Path(text)
+    if not path.is_file():
+        raise ValueError(f"--init {text!r}: no such file")
+    if path.suffix == ".npy":
+        from adaptmc.io import load_npy
+
+        values = load_npy(path)
+    else:
+        try:
+            raw = path.read_text()
+            if path.suffix == ".json" and raw.lstrip().startswith("{"):
+                return _named_init(text, json.loads(raw))
+            values = np.asarray(json.loads(raw) if path.suffix == ".json"
+                                else [line.split() for line in raw.splitlines() if line.strip()],
+                                dtype=float)
+        except (ValueError, UnicodeDecodeError, TypeError) as err:
+            raise ValueError(f"--init {text!r}: expected real numbers ({err})") from None
+        values = values[0] if values.ndim == 2 and values.shape[0] == 1 else values
+    if values.dtype.kind not in "fiu" or not np.all(np.isfinite(values)):
+        raise ValueError(f"--init {text!r}: expected finite real numbers")
+    return np.asarray(values, dtype=float)
+
+
+def _named_init(text: str, values) -> dict:
+    """A ``.json`` object of named constrained values, each a number or nested lists."""
+    import numpy as np
+
+    try:
+        return {str(k): np.asarray(v, dtype=float).tolist() for k, v in values.items()}
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"--init {text!r}: expected real numbers ({err})") from None

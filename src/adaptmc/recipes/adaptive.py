@@ -132,37 +132,32 @@ def adaptive_hmc(
     Parameters
     ----------
     tuner
-        The bandit over ``(eps, L)``: one of ``gp-ucb``, ``parametric``, ``hedge``, ``sir``,
-        ``random``.
+        The bandit over ``(eps, L)``: a bandit of `adaptmc.tuners.TUNERS`.
     metric
         ``"auto"`` (the one whose condition after preconditioning and cost per leapfrog
         step promise the most effective draws per gradient on the warm-up's held-out
         draws: `adaptmc.adaptation.metric_choice`), ``"diag"``, ``"dense"`` or
         ``"low-rank"`` (cost per leapfrog step ``O(dim)``, ``O(dim^2)``, ``O(dim k)``).
-    warmup_steps
-        NUTS transitions per chain of the warm-up (at least 150).
-    tuning
-        Super-transitions of the bandit before its best setting is frozen, at most: the
-        stop rule may end tuning earlier (`min_tuning`).
+    warmup_steps, tuning
+        NUTS transitions per chain of the warm-up (at least 150); super-transitions of the
+        bandit before its best setting is frozen, at most (the stop rule may end it early).
     stop_rule, stop_tolerance
         The rule that may end tuning early, ``"ucb-lcb"``, ``"ucb"`` or ``"ei"``
         (`adaptmc.tuners.stopping`), and its tolerance (None: `value_tolerance`); tolerance
         0 turns it off (always ``tuning`` super-transitions of tuning). Only the GP bandits
         (``gp-ucb``, ``hedge``, ``sir``) have the posterior it reads.
-    draws
-        Kept draws per chain, exactly (each one HMC trajectory of the frozen setting).
-    budget
-        Gradients per chain of a super-transition (default: ``max(20 L_median, 8 L_max)``:
-        at least 20 draws at the warm-up's typical length, 8 at the box's top).
-    objective
-        The bandit's reward (a name of `adaptmc.objectives.OBJECTIVES` or a callable).
-    jitter
-        Step-size jitter ``j``: each trajectory's step is ``eps U(1 - j, 1 + j)``.
+    draws, budget
+        Kept draws per chain, exactly; gradients per chain of a super-transition (default
+        ``max(20 L_median, 8 L_max)``: 20 draws at the warm-up's typical length, 8 at the
+        box's top).
+    objective, jitter
+        The bandit's reward (a name of `adaptmc.objectives.OBJECTIVES` or a callable);
+        step-size jitter ``j``: each trajectory's step is ``eps U(1 - j, 1 + j)``.
     target_accept
         The acceptance rate the warm-up's dual averaging aims at (Hoffman & Gelman 2014,
         Alg. 5; Stan's ``adapt_delta``); the bandit then tunes ``(eps, L)`` by its reward.
     seed
-        Unused here (the warm-up takes the run's key); accepted for a uniform interface.
+        Unused (the warm-up takes the run's key).
     """
     check_sizes(metric, budget, warmup_steps=warmup_steps, tuning=tuning, draws=draws)
     _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept)

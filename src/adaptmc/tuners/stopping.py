@@ -140,18 +140,15 @@ def stop_when_separated(inner: Tuner, *, min_updates: int, tolerance: float,
     inner
         A tuner with a ``posterior`` (the GP policies `gp_ucb`, `hedge`, `sir`, or a
         `moving_box` of one).
-    min_updates
-        Updates before the rule is first consulted, ``>= 1``.
-    tolerance
-        The largest ratio (a fraction of the frozen setting's reward) at which the rule
-        stops, ``> 0``.
+    min_updates, tolerance
+        Updates before the rule is first consulted, ``>= 1``; the largest ratio (a
+        fraction of the frozen setting's reward) at which the rule stops, ``> 0``.
     rule
         ``"ucb-lcb"`` (the regret bound), ``"ucb"`` (the UCB's lead over the frozen
         setting's) or ``"ei"`` (the largest expected improvement).
-    kappa
-        Standard deviations of the confidence bounds.
-    maxfun
-        DIRECT's evaluation budget for ``max UCB`` (default ``100 d``).
+    kappa, maxfun
+        Standard deviations of the confidence bounds; DIRECT's evaluation budget for
+        ``max UCB`` (default ``100 d``).
     """
     min_updates = _checked(inner, min_updates, rule, tolerance, kappa)
 
