@@ -154,8 +154,8 @@ def adaptive_hmc(
         The bandit's reward (a name of `adaptmc.objectives.OBJECTIVES` or a callable);
         step-size jitter ``j``: each trajectory's step is ``eps U(1 - j, 1 + j)``.
     target_accept
-        The acceptance rate the warm-up's dual averaging aims at (Hoffman & Gelman 2014,
-        Alg. 5; Stan's ``adapt_delta``); the bandit then tunes ``(eps, L)`` by its reward.
+        The acceptance rate of the warm-up's dual averaging (Hoffman & Gelman 2014, Alg. 5;
+        Stan's ``adapt_delta``).
     seed
         Unused (the warm-up takes the run's key).
     """
