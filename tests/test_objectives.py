@@ -125,7 +125,7 @@ def test_reward_ranks_settings_as_the_robust_ess_per_gradient_does(name):
     rewards, robust = {}, {}
     for num_leapfrog, draws in ((1, 400), (10, 40)):
         short = _hmc_draws(scales, 1.0, num_leapfrog, draws=draws, seed=1)
-        rewards[num_leapfrog] = objectives.OBJECTIVES[name](
+        rewards[num_leapfrog] = objectives.OBJECTIVES[name].reward(
             short, {"is_divergent": stats["is_divergent"][:, :draws]}, 4 * 400)
         long = _hmc_draws(scales, 1.0, num_leapfrog, draws=20_000 // num_leapfrog, seed=2)
         from adaptmc.diagnostics import robust_ess

@@ -410,4 +410,5 @@ def test_the_summary_in_blocks_matches_the_whole_summary():
     blocks = summary_in_blocks(idata, max_bytes=1000)
     whole = summary_table(*posterior_array(idata))
     assert list(blocks.index) == list(whole.index)
-    np.testing.assert_allclose(blocks.values, whole.values)
+    assert blocks["judged"].all()  # parameters all: none a generated quantity
+    np.testing.assert_allclose(blocks[list(whole.columns)].values, whole.values)

@@ -61,8 +61,8 @@ ADAPTIVE_OPTIONS: tuple[Option, ...] = (
     Option("stop_rule", "choice", "what may end tuning early (default ei)",
            choices=("ucb-lcb", "ucb", "ei"), group=ADAPTIVE),
     Option("stop_tolerance", "float", "end tuning once the stop rule's measure is at most "
-           "this fraction of the frozen setting's reward (default: the super-transition's "
-           "gradients over the sampling phase's; 0: off)", low=0.0, high=1e6,
+           "this fraction of the frozen setting's reward (default: from the run's length; "
+           "0: off)", low=0.0, high=1e6,
            metavar="FRACTION", group=ADAPTIVE),
     count_option("draws", DRAWS_HELP, group=ADAPTIVE),
     count_option("audition", "adaptive-portfolio: frozen super-transitions scoring each trial "
@@ -112,7 +112,8 @@ def recipe_declarations() -> tuple[Option, ...]:
     tuner = Option("tuner", "choice", "the tuner, between super-transitions: "
                    + _entries(TUNERS), choices=_tuners, group=MANUAL)
     objective = Option("objective", "value", "the bandit's reward: " + _entries(OBJECTIVES)
-                       + "; or module:function", metavar="NAME", group=MANUAL,
+                       + "; predictive: held-out log predictive density (--heldout); or "
+                       "module:function", metavar="NAME", group=MANUAL,
                        check=_number_or_callable("objective"))
     fixed = (*RUN_OPTIONS, *ADAPTIVE_OPTIONS, kernel, keep, tuner, objective, *MANUAL_OPTIONS)
     params = kernel_declarations(KERNELS)

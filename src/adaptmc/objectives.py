@@ -249,12 +249,12 @@ class Objective(NamedTuple):
 
 # a new objective is one function and one entry; ``--objective``'s help comes from here
 OBJECTIVES: dict[str, Objective] = {
-    "esjd": Objective(esjd_per_grad, "squared jump distance per gradient"),
-    "esjd-sqrt-l": Objective(esjd_per_sqrt_cost, "ESJD / sqrt(gradients per step)"),
+    "esjd": Objective(esjd_per_grad, "jump distance per gradient"),
+    "esjd-sqrt-l": Objective(esjd_per_sqrt_cost, "ESJD / sqrt(L)"),
     "autocorrelation": Objective(autocorrelation_score, "1 - mean |autocorrelation|"),
-    "min-ess": Objective(min_ess_per_grad, "smallest bulk-ESS per gradient"),
+    "min-ess": Objective(min_ess_per_grad, "least bulk-ESS per gradient"),
     "chees": Objective(chees_per_grad, "ChEES per gradient"),
-    "ess-lag1": Objective(lag_one_ess_per_grad, "lag-one ESS of x and x^2 per gradient"),
-    "ess-robust": Objective(robust_ess_per_grad, "robust ESS (x, x^2, tails) per gradient, "
-                            "over the run"),
+    "ess-lag1": Objective(lag_one_ess_per_grad, "lag-one ESS per gradient"),
+    "ess-robust": Objective(robust_ess_per_grad, "robust ESS per gradient of the run "
+                            "(default)"),
 }

@@ -84,8 +84,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("init_jitter", "float", "each chain starts at --init plus U(-J, J) per "
            "coordinate (0: every chain at the point)", 0.5, 0.0, 1e6, metavar="J",
            none=False),
-    Option("heldout", "value", "--objective predictive's held-out observations: a "
-           "fraction (0.2, drawn with --seed) or a data file", metavar="FRACTION|FILE",
+    Option("heldout", "value", "held-out observations of --objective predictive: a "
+           "fraction (drawn with --seed) or a data file", metavar="FRACTION|FILE",
            check=lambda v: _check_heldout(v)),
 )
 

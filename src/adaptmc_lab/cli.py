@@ -83,10 +83,10 @@ def integer(name: str, low: int, high: int = 2**31 - 1):
 
 def declared(name: str):
     """An argparse type checking a value against the library's declaration of ``name``
-    (`adaptmc.options.DECLARED`), as ``adaptmc sample`` does."""
-    from adaptmc.options import DECLARED
+    (`adaptmc.declarations.declarations`), as ``adaptmc sample`` does."""
+    from adaptmc.declarations import declarations
 
-    return typed(DECLARED[name])
+    return typed(declarations()[name])
 
 
 def typed(option):

@@ -7,9 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
-COMPILE_CACHE_HELP = ("compile every program afresh (default: keep compiled programs in "
-                      "~/.cache/adaptmc/jax, or $ADAPTMC_COMPILE_CACHE, and load them when the "
-                      "same model and sizes run again)")
+COMPILE_CACHE_HELP = ("compile every program afresh (default: cached in ~/.cache/adaptmc/jax "
+                      "or $ADAPTMC_COMPILE_CACHE)")
 
 
 class Parser(argparse.ArgumentParser):
@@ -92,7 +91,7 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
                           "returning a target (the module importable from here), or a Stan "
                           "program (model.stan; needs adaptmc[stan] and a C++ compiler)")
     run.add_argument("--data", default=None, metavar="FILE",
-                     help="the Stan program's data: a .json file or a .json.zip holding one")
+                     help="the Stan program's data (.json or .json.zip)")
     run.add_argument("--recipe", default=DEFAULT_RECIPE, choices=sorted(RECIPES),
                      help="the sampler (default adaptive-hmc: NUTS warm-up, then a bandit "
                           "over HMC's (eps, L); adaptive-portfolio: adaptive HMC or "

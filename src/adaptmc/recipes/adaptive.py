@@ -143,9 +143,8 @@ def adaptive_hmc(
         bandit before its best setting is frozen, at most (the stop rule may end it early).
     stop_rule, stop_tolerance
         The rule that may end tuning early, ``"ucb-lcb"``, ``"ucb"`` or ``"ei"``
-        (`adaptmc.tuners.stopping`), and its tolerance (None: `value_tolerance`); tolerance
-        0 turns it off (always ``tuning`` super-transitions of tuning). Only the GP bandits
-        (``gp-ucb``, ``hedge``, ``sir``) have the posterior it reads.
+        (`adaptmc.tuners.stopping`; the GP bandits have the posterior it reads), and its
+        tolerance (None: `value_tolerance`; 0: off, always ``tuning`` super-transitions).
     draws, budget
         Kept draws per chain, exactly; gradients per chain of a super-transition (default
         ``max(20 L_median, 8 L_max)``: 20 draws at the warm-up's typical length, 8 at the
