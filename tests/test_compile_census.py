@@ -17,12 +17,15 @@ SMALL = dict(chains=2, draws=50, warmup_steps=150, tuning=6, progress=False,
 def test_the_run_record_names_every_program_compiled_and_sums_to_compile_s():
     idata = adaptmc.sample("gauss-2d-v1", seed=3, **SMALL)
     programs = json.loads(idata.attrs["compile_census"])
-    assert all(set(p) == {"name", "trace_s", "lower_s", "compile_s"} for p in programs)
+    assert all(set(p) == {"name", "trace_s", "lower_s", "compile_s", "cached"}
+               for p in programs)
     assert all(min(p["trace_s"], p["lower_s"], p["compile_s"]) >= 0 for p in programs)
+    assert not any(p["cached"] for p in programs)  # no compile cache in this run
     total = sum(p["trace_s"] + p["lower_s"] + p["compile_s"] for p in programs)
     assert total == pytest.approx(idata.attrs["compile_s"], abs=1e-9)
     compiled = sum(1 for p in programs if p["compile_s"] > 0)
-    assert f"compiled {compiled} programs in {total:.1f} s" in format_summary(idata)
+    assert f"compiled {compiled} programs, loaded 0 from the compile cache, in {total:.1f} s" \
+        in format_summary(idata)
 
 
 COUNT_PROGRAMS = """
@@ -81,3 +84,5 @@ def test_the_same_run_in_a_second_process_compiles_none_of_the_samplers_programs
     assert first["cache_misses"] > 0 and [p for p in json.loads(first["census"])
                                           if p["compile_s"] > 0]
     assert second["cache_misses"] == 0, second["programs"]
+    loaded = [p for p in json.loads(second["census"]) if p["compile_s"] > 0]
+    assert loaded and all(p["cached"] for p in loaded), loaded

@@ -334,14 +334,16 @@ def _extreme(values, reduce) -> float:
 
 def _census_lines(attrs) -> list[str]:
     """One line from the run's compile census (`adaptmc.run.compile_clock.census`), when it
-    has one: how many programs XLA compiled for the run and the seconds spent tracing,
-    lowering and compiling them."""
+    has one: how many programs XLA compiled for the run, how many it loaded from the
+    persistent compile cache, and the seconds spent tracing, lowering and compiling them."""
     if "compile_census" not in attrs:
         return []
     programs = json.loads(attrs["compile_census"])
-    compiled = sum(1 for p in programs if p["compile_s"] > 0)
+    loaded = sum(1 for p in programs if p.get("cached"))
+    compiled = sum(1 for p in programs if p["compile_s"] > 0) - loaded
     seconds = sum(p["trace_s"] + p["lower_s"] + p["compile_s"] for p in programs)
-    return [f"compiled {compiled} programs in {seconds:.1f} s"]
+    return [f"compiled {compiled} programs, loaded {loaded} from the compile cache, in "
+            f"{seconds:.1f} s"]
 
 
 def format_summary(idata, max_rows: int = 12) -> str:

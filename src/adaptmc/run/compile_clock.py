@@ -8,7 +8,8 @@ helpers and the operations run eagerly outside any ``jit``, each compiled on fir
 the compilation that call waited for, whoever compiled it (adaptmc, BlackJAX, NumPyro).
 `compile_events` keeps every event in order, so `census` can name each program a call
 compiled and its trace, lower and compile seconds. A program loaded from the persistent
-compilation cache is traced and lowered but reports no backend compilation.
+compilation cache reports its seconds as a compilation, and JAX's cache-hit event during
+them marks it ``"cached"``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ PHASES = dict(zip(COMPILE_EVENTS, ("trace_s", "lower_s", "compile_s"), strict=Tr
 _TOTAL = [0.0]
 _EVENTS: list[tuple[str, str, float]] = []  # (phase, program name, seconds), in order
 _LISTENING: list[bool] = []
+CACHE_HIT = "/jax/compilation_cache/cache_hits"
 
 
 def _count(event: str, seconds: float, **kwargs) -> None:
@@ -31,11 +33,17 @@ def _count(event: str, seconds: float, **kwargs) -> None:
         _EVENTS.append((PHASES[event], name, float(seconds)))
 
 
+def _hit(event: str, **kwargs) -> None:
+    if event == CACHE_HIT:  # within the backend compilation of the program it loads
+        _EVENTS.append(("cached", "", 0.0))
+
+
 def _listen() -> None:
     if not _LISTENING:
         import jax
 
         jax.monitoring.register_event_duration_secs_listener(_count)
+        jax.monitoring.register_event_listener(_hit)
         _LISTENING.append(True)
 
 
@@ -55,17 +63,22 @@ def compile_events() -> int:
 
 def census(since: int = 0) -> list[dict]:
     """Every program compiled since the mark ``since`` (`compile_events`), in order: a dict
-    ``{"name", "trace_s", "lower_s", "compile_s"}`` per program that XLA compiled (a
-    backend compilation), its trace and lowering the ones of the same name just before it;
-    a program traced or lowered without a backend compilation (loaded from the persistent
-    cache) is one with ``compile_s`` 0."""
+    ``{"name", "trace_s", "lower_s", "compile_s", "cached"}`` per program given to XLA (a
+    backend compilation, or ``cached``: loaded from the persistent cache), its trace and
+    lowering the ones of the same name just before it; a program traced or lowered only
+    (found in memory) is one with ``compile_s`` 0."""
     programs: list[dict] = []
     pending: dict[str, dict] = {}
+    hit = False
     for phase, name, seconds in _EVENTS[since:]:
+        if phase == "cached":
+            hit = True
+            continue
         entry = pending.setdefault(name, {"name": name, "trace_s": 0.0, "lower_s": 0.0,
-                                          "compile_s": 0.0})
+                                          "compile_s": 0.0, "cached": False})
         entry[phase] += seconds
         if phase == "compile_s":
+            entry["cached"], hit = hit, False
             programs.append(pending.pop(name))
     return programs + list(pending.values())
 
