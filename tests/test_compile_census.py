@@ -20,12 +20,13 @@ def test_the_run_record_names_every_program_compiled_and_sums_to_compile_s():
     assert all(set(p) == {"name", "trace_s", "lower_s", "compile_s", "cached"}
                for p in programs)
     assert all(min(p["trace_s"], p["lower_s"], p["compile_s"]) >= 0 for p in programs)
-    assert not any(p["cached"] for p in programs)  # no compile cache in this run
     total = sum(p["trace_s"] + p["lower_s"] + p["compile_s"] for p in programs)
     assert total == pytest.approx(idata.attrs["compile_s"], abs=1e-9)
-    compiled = sum(1 for p in programs if p["compile_s"] > 0)
-    assert f"compiled {compiled} programs, loaded 0 from the compile cache, in {total:.1f} s" \
-        in format_summary(idata)
+    # another test in this process may have turned the persistent cache on
+    loaded = sum(1 for p in programs if p["cached"])
+    compiled = sum(1 for p in programs if p["compile_s"] > 0) - loaded
+    assert f"compiled {compiled} programs, loaded {loaded} from the compile cache, in " \
+        f"{total:.1f} s" in format_summary(idata)
 
 
 COUNT_PROGRAMS = """
