@@ -71,9 +71,6 @@ def _sample_in_new_process(folder, seed):
 
 
 @pytest.mark.slow  # two runs in new processes
-@pytest.mark.xfail(strict=True, reason="one small program (jit__unnamed_function) is compiled "
-                   "again on a second run with another seed: its shapes or constants follow "
-                   "a value the run measures; found, not yet removed")
 def test_a_second_sample_call_in_a_new_process_compiles_nothing(tmp_path):
     """`adaptmc.sample` keeps compiled programs by default: a second call on the same model
     and sizes, in a new process (another seed: the key is an argument, not a constant),

@@ -332,6 +332,20 @@ def _extreme(values, reduce) -> float:
     return float(reduce(values)) if np.any(~np.isnan(values)) else float("nan")
 
 
+def _census_lines(attrs) -> list[str]:
+    """One line from the run's compile census (`adaptmc.run.compile_clock.census`), when it
+    has one: how many programs XLA compiled for the run, how many it loaded from the
+    persistent compile cache, and the seconds spent tracing, lowering and compiling them."""
+    if "compile_census" not in attrs:
+        return []
+    programs = json.loads(attrs["compile_census"])
+    loaded = sum(1 for p in programs if p.get("cached"))
+    compiled = sum(1 for p in programs if p["compile_s"] > 0) - loaded
+    seconds = sum(p["trace_s"] + p["lower_s"] + p["compile_s"] for p in programs)
+    return [f"compiled {compiled} programs, loaded {loaded} from the compile cache, in "
+            f"{seconds:.1f} s"]
+
+
 def format_summary(idata, max_rows: int = 12) -> str:
     """A plain-text report: the run's totals (draws, gradient evaluations, acceptance,
     divergences per phase, robust min ESS per 1000 gradients with all tuning counted, ESJD,
@@ -362,6 +376,7 @@ def format_summary(idata, max_rows: int = 12) -> str:
         f"robust min ESS per 1000 gradients {1000 * robust / max(grads, 1):.4g}  "
         f"wall {float(attrs.get('wall_s', float('nan'))):.1f} s "
         f"(compile {float(attrs.get('compile_s', float('nan'))):.1f} s)",
+        *_census_lines(attrs),
         *share_lines(idata, _run_attrs(idata)),
         *run_facts.stop_lines(idata),
         *run_facts.portfolio_lines(attrs),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 
 
@@ -22,10 +23,17 @@ class DualAveragingState(NamedTuple):
     step: jnp.ndarray  # t
 
 
-def da_init(initial_step_size) -> DualAveragingState:
+def da_init(initial_step_size, ten=10.0) -> DualAveragingState:
+    """The state before the first update, shrinking towards ``log(ten * eps_0)``."""
     log_eps = jnp.log(jnp.asarray(initial_step_size, dtype=float))
     zero = jnp.zeros_like(log_eps)
-    return DualAveragingState(log_eps, zero, zero, jnp.log(10.0) + log_eps, zero)
+    return DualAveragingState(log_eps, zero, zero, jnp.log(ten) + log_eps, zero)
+
+
+# `da_init` as one compiled program for a caller outside `jit` (run eagerly, each of its
+# operations compiles on its own); pass ``ten=10.0`` as an argument, so that XLA computes
+# log(10) as the eager operation does rather than folding it at compile time
+da_init_compiled = jax.jit(da_init)
 
 
 def da_update(

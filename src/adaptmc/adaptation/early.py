@@ -38,6 +38,7 @@ every step of the longest chain costs every chain's gradient (`lockstep`).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import NamedTuple
@@ -50,7 +51,7 @@ from adaptmc.adaptation import metric_choice
 from adaptmc.adaptation.chains import chain_grads, over_chains, regroup_far_chains
 from adaptmc.adaptation.dual_averaging import (
     da_final_step_size,
-    da_init,
+    da_init_compiled,
     da_update,
 )
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
@@ -158,6 +159,14 @@ def _chunk_program(target, target_accept):
     return jax.jit(over_chains(one))
 
 
+@functools.partial(jax.jit, static_argnums=1)
+def _split(key, chains: int):
+    """``(next key, one key per chain)``: ``key`` split in two, the second split per chain;
+    one compiled program where the same operations run eagerly compile three."""
+    key, key_chains = jax.random.split(key)
+    return key, jax.random.split(key_chains, chains)
+
+
 def _padded(metric: LowRankInverseMass, rank: int):
     """``metric`` as the program's arrays: ``rank`` directions, the unused ones with
     eigenvalue 1 (no effect)."""
@@ -166,7 +175,7 @@ def _padded(metric: LowRankInverseMass, rank: int):
     padded_vectors = np.zeros((dim, rank))
     padded_values = np.ones(rank)
     padded_vectors[:, :k], padded_values[:k] = vectors[:, :rank], values[:rank]
-    return jnp.asarray(diag), jnp.asarray(padded_vectors), jnp.asarray(padded_values)
+    return diag, padded_vectors, padded_values
 
 
 class _Chains:
@@ -178,13 +187,13 @@ class _Chains:
         self.target, self.rank, self.key = target, rank, key
         self.compile_s, self.calls, self.started = 0.0, 0, time.perf_counter()
         chains = positions.shape[0]
-        self.key, key_first = jax.random.split(key)
+        self.key, keys = _split(key, chains)
         logdensity, grad, inverse_mass, steps, grads = _first_program(target)(
-            (jax.random.split(key_first, chains), positions))
+            (keys, positions))
         from blackjax.mcmc.hmc import HMCState
 
         self.state = HMCState(positions, logdensity, grad)
-        self.da = da_init(steps)
+        self.da = da_init_compiled(steps, 10.0)
         # pooled over chains by the geometric mean: a scale, not a location
         diag = np.exp(np.mean(np.log(np.asarray(inverse_mass)), axis=0))
         self.metric = LowRankInverseMass(diag, np.zeros((positions.shape[1], 0)), np.zeros(0))
@@ -207,12 +216,11 @@ class _Chains:
             tick = time.perf_counter()
             program = compiled(self.target, cache_key,
                                lambda: _chunk_program(self.target, self.target_accept))
-            keys = jax.random.split(self.key, self.state.position.shape[0])
-            program.lower(self._rows(keys)).compile()
+            program.lower(self._rows(_split(self.key, self.state.position.shape[0])[1])
+                          ).compile()
             self.compile_s += time.perf_counter() - tick
         program = self.target.programs[cache_key]
-        self.key, key = jax.random.split(self.key)
-        keys = jax.random.split(key, self.state.position.shape[0])
+        self.key, keys = _split(self.key, self.state.position.shape[0])
         self.state, self.da, out = program(self._rows(keys))
         for name, value in zip(self.out, out, strict=True):
             self.out[name].append(np.asarray(value))
@@ -262,7 +270,7 @@ class _Chains:
 
     def restart_step_size(self) -> None:
         """Dual averaging restarted from each chain's averaged step."""
-        self.da = da_init(da_final_step_size(self.da))
+        self.da = da_init_compiled(da_final_step_size(self.da), 10.0)
 
     def keep_or_revert(self) -> bool:
         """After a chunk: when most of its transitions diverged under a metric newer than
@@ -273,7 +281,7 @@ class _Chains:
         diverged = np.mean(self.out["div"][-1]) >= 0.5
         if diverged and self.trusted is not None and self.metric is not self.trusted[0]:
             self.metric, steps = self.trusted
-            self.da = da_init(steps)
+            self.da = da_init_compiled(steps, 10.0)
             return True
         if not diverged:
             self.trusted = (self.metric, da_final_step_size(self.da))
@@ -296,7 +304,8 @@ def start_chains(target, positions, key, *, num_steps: int = 500, metric: str = 
                  target_accept: float = 0.8, progress: bool | None = None) -> _Chains:
     """The warm-up's chains at ``positions: (chains, dim)``, checked, before any chunk."""
     check_warmup(num_steps, metric)
-    positions = jnp.asarray(positions)
+    positions = np.asarray(positions)  # on the host: the programs take it as it is
+    positions = positions.astype(jax.dtypes.canonicalize_dtype(positions.dtype))
     rank = warmup_rank(positions.shape[1], metric)
     run = _Chains(target, positions, key, rank, target_accept, num_steps, metric)
     run.bar = _bar(run.num_chunks * CHUNK, progress)

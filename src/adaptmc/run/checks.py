@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import itertools
 
-import jax
 import numpy as np
 
 from adaptmc.kernels.base import Kernel
+from adaptmc.run.plan import run_keys
 from adaptmc.targets.base import Target
 from adaptmc.tuners.base import Tuner
 
@@ -57,7 +57,7 @@ def check_tuner(tuner: Tuner, kernel: Kernel, params, dim: int, gradient_budget:
     a super-transition of ``gradient_budget`` gradients."""
     from adaptmc.tuners.describe import box_from_config, innermost
 
-    key = jax.random.key(0)
+    key = run_keys(0, "root")  # jax.random.key(0), of an already compiled program
     state = tuner.init(key)
     settings = [("its first proposal", tuner.propose(key, state)[0])]
     config = innermost(tuner.describe(state)) if tuner.describe is not None else None

@@ -1,12 +1,15 @@
-"""The seconds JAX spends compiling, from its own events.
+"""The seconds JAX spends compiling, and what it compiled, from its own events.
 
 JAX reports, through `jax.monitoring`, how long it traced each program to a jaxpr, lowered
 it to an MLIR module and had XLA compile it (``jax._src.dispatch``'s three duration
-events), for every program: the main ones, small helpers and the operations run eagerly
-outside any ``jit``, each compiled on first use. `compile_seconds` keeps their running sum
-in this process; its difference over a call is the compilation that call waited for,
-whoever compiled it (adaptmc, BlackJAX, NumPyro). A program loaded from the persistent
-compilation cache reports no compilation.
+events, each with the program's ``fun_name``), for every program: the main ones, small
+helpers and the operations run eagerly outside any ``jit``, each compiled on first use.
+`compile_seconds` keeps their running sum in this process; its difference over a call is
+the compilation that call waited for, whoever compiled it (adaptmc, BlackJAX, NumPyro).
+`compile_events` keeps every event in order, so `census` can name each program a call
+compiled and its trace, lower and compile seconds. A program loaded from the persistent
+compilation cache reports its seconds as a compilation, and JAX's cache-hit event during
+them marks it ``"cached"``.
 """
 
 from __future__ import annotations
@@ -14,22 +17,68 @@ from __future__ import annotations
 COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
                   "/jax/core/compile/jaxpr_to_mlir_module_duration",
                   "/jax/core/compile/backend_compile_duration")
+PHASES = dict(zip(COMPILE_EVENTS, ("trace_s", "lower_s", "compile_s"), strict=True))
 
 _TOTAL = [0.0]
+_EVENTS: list[tuple[str, str, float]] = []  # (phase, program name, seconds), in order
 _LISTENING: list[bool] = []
+CACHE_HIT = "/jax/compilation_cache/cache_hits"
 
 
 def _count(event: str, seconds: float, **kwargs) -> None:
     if event in COMPILE_EVENTS:
         _TOTAL[0] += seconds
+        name = str(kwargs.get("fun_name", "?"))  # "f" when traced, "jit(f)" after
+        name = name[4:-1] if name.startswith("jit(") and name.endswith(")") else name
+        _EVENTS.append((PHASES[event], name, float(seconds)))
+
+
+def _hit(event: str, **kwargs) -> None:
+    if event == CACHE_HIT:  # within the backend compilation of the program it loads
+        _EVENTS.append(("cached", "", 0.0))
+
+
+def _listen() -> None:
+    if not _LISTENING:
+        import jax
+
+        jax.monitoring.register_event_duration_secs_listener(_count)
+        jax.monitoring.register_event_listener(_hit)
+        _LISTENING.append(True)
 
 
 def compile_seconds() -> float:
     """Seconds JAX has spent tracing, lowering and compiling in this process since the first
     call (which registers the listener: call it before the work to be measured)."""
-    if not _LISTENING:
-        import jax
-
-        jax.monitoring.register_event_duration_secs_listener(_count)
-        _LISTENING.append(True)
+    _listen()
     return _TOTAL[0]
+
+
+def compile_events() -> int:
+    """How many compile events this process has seen: a mark for `census` (the first call
+    registers the listener, as `compile_seconds` does)."""
+    _listen()
+    return len(_EVENTS)
+
+
+def census(since: int = 0) -> list[dict]:
+    """Every program compiled since the mark ``since`` (`compile_events`), in order: a dict
+    ``{"name", "trace_s", "lower_s", "compile_s", "cached"}`` per program given to XLA (a
+    backend compilation, or ``cached``: loaded from the persistent cache), its trace and
+    lowering the ones of the same name just before it; a program traced or lowered only
+    (found in memory) is one with ``compile_s`` 0."""
+    programs: list[dict] = []
+    pending: dict[str, dict] = {}
+    hit = False
+    for phase, name, seconds in _EVENTS[since:]:
+        if phase == "cached":
+            hit = True
+            continue
+        entry = pending.setdefault(name, {"name": name, "trace_s": 0.0, "lower_s": 0.0,
+                                          "compile_s": 0.0, "cached": False})
+        entry[phase] += seconds
+        if phase == "compile_s":
+            entry["cached"], hit = hit, False
+            programs.append(pending.pop(name))
+    return programs + list(pending.values())
+

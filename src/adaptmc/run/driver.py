@@ -32,7 +32,7 @@ from adaptmc import io
 from adaptmc.kernels.base import Kernel
 from adaptmc.options import check_run_resources
 from adaptmc.run import checks, faults, store
-from adaptmc.run.compile_clock import compile_seconds
+from adaptmc.run.compile_clock import census, compile_events, compile_seconds
 from adaptmc.run.idata import describe_tuning, to_inference_data
 from adaptmc.run.lock import owning
 from adaptmc.run.loop import default_positions, initial_positions_checked
@@ -101,7 +101,7 @@ class Context:
     options, the keys, the run folder, the blocks run in this call and the clocks."""
 
     def __init__(self, target: Target, plan: Plan, options: RunOptions):
-        self.clocks = (time.perf_counter(), compile_seconds())
+        self.clocks = (time.perf_counter(), compile_seconds(), compile_events())
         self.target, self.plan, self.options = target, plan, options
         seed = options.seed
         if int(seed) != seed or not 0 <= seed < 2**63:
@@ -151,8 +151,8 @@ class Context:
         self.thin = self.plan.thin if self.options.thin is None else self.options.thin
         self.prior_grads += prepared.num_grads
         self.attrs.update({"warmup": json.dumps(prepared.record, default=_jsonable),
-                           "prior_wall_s": time.perf_counter() - tick,
-                           "prior_compile_s": compile_seconds() - compiled_before})
+                           "warmup_wall_s": time.perf_counter() - tick,
+                           "warmup_compile_s": compile_seconds() - compiled_before})
         if "portfolio" in prepared.record:
             self.attrs["portfolio"] = json.dumps(prepared.record["portfolio"],
                                                  default=_jsonable)
@@ -303,7 +303,8 @@ def _finish(ctx: Context, stage: SuperTransitions, state: Progress) -> RunResult
              "num_super_transitions": phases.length(state), "num_chains": setup.num_chains,
              "seed": ctx.options.seed, "thin": setup.thin,
              "total_grad_evals": state.total_grads, **ctx.attrs, "wall_s": wall,
-             "compile_s": compile_s}
+             "compile_s": compile_s,
+             "compile_census": json.dumps(census(ctx.clocks[2]))}
     if run_dir is None:
         state.chunks.extend(state.pending)
         state.pending = []

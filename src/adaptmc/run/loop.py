@@ -74,12 +74,14 @@ class SuperTransitionLoop:
                              f"super-transitions per call, got {keys.shape} and {count}")
         num_kept = num_steps // thin
         capacity = self.capacity(num_kept)
-        params = jax.tree.map(jnp.asarray, params)
-        args = (keys, states, params, jnp.asarray(num_steps, jnp.int32),
-                jnp.asarray(thin, jnp.int32), jnp.asarray(count, jnp.int32))
+        # host values as they are (a Python number stays weakly typed): the compiled
+        # program takes them, where converting each on the device compiles a program
+        params = jax.tree.map(_host, params)
+        args = (keys, states, params, np.int32(num_steps), np.int32(thin), np.int32(count))
         signature = (
             jax.tree.structure(args),
-            tuple((leaf.shape, str(leaf.dtype)) for leaf in jax.tree.leaves(args)),
+            tuple((np.shape(leaf), str(jnp.result_type(leaf)))
+                  for leaf in jax.tree.leaves(args)),
         )
         cache_key = ("super_transition", self.kernel, self.num_chains, capacity, signature)
         if cache_key not in self.target.programs:
@@ -152,6 +154,14 @@ def _kept(buffer, count: int, num_kept: int) -> np.ndarray:
 
 
 _KEYS: dict = {}  # num_chains -> jitted key derivation
+
+
+def _host(value):
+    """A parameter as the compiled program takes it: a number or an array as it is, anything
+    else (a list) as a NumPy array."""
+    if isinstance(value, (bool, int, float, np.ndarray, np.generic, jax.Array)):
+        return value
+    return np.asarray(value)
 
 
 def default_positions(target: Target, num_chains: int, seed: int,
@@ -240,7 +250,7 @@ def super_transition_keys(key, index: int, num_chains: int, count: int = 1):
             return tune[0], jnp.swapaxes(chains, 0, 1)
 
         _KEYS[num_chains, count] = jax.jit(derive, compiler_options=QUICK_COMPILE)
-    return _KEYS[num_chains, count](key, jnp.asarray(index, jnp.uint32))
+    return _KEYS[num_chains, count](key, np.uint32(index))
 
 
 def _power_of_two(n: int) -> int:

@@ -123,13 +123,20 @@ class RunOptions(NamedTuple):
 def run_keys(seed: int, stage: str = "run"):
     """A run's PRNG keys, all from ``seed``: ``"init"`` draws the chains' jittered starts
     and initialises the tuner, ``"run"`` is folded with a super-transition's index for its
-    keys (`adaptmc.run.loop.super_transition_keys`), ``"warmup"`` is the warm-up stage's
-    (independent of both)."""
+    keys (`adaptmc.run.loop.super_transition_keys`), ``"tuner"`` (``"init"`` folded with 1)
+    initialises the tuner, ``"warmup"`` is the warm-up stage's (independent of all),
+    ``"root"`` is ``jax.random.key(seed)``."""
+    # the seed as an argument, as `jax.random.key` takes an int: one compiled program for
+    # every seed, where the same operations run eagerly compile five
+    return _all_keys(np.int64(seed))[stage]
+
+
+@jax.jit
+def _all_keys(seed) -> dict:
     root = jax.random.key(seed)
-    if stage == "warmup":
-        return jax.random.fold_in(root, 2**31 - 1)
     key_init, key_run = jax.random.split(root)
-    return {"init": key_init, "run": key_run}[stage]
+    return {"init": key_init, "run": key_run, "tuner": jax.random.fold_in(key_init, 1),
+            "warmup": jax.random.fold_in(root, 2**31 - 1), "root": root}
 
 
 PLAN_SETTINGS = ("num_super_transitions", "gradient_budget", "tuner", "objective",

@@ -199,6 +199,16 @@ def compiled(target: Target, key: Any, make: Callable[[], Any]) -> Any:
     return programs[key]
 
 
+def with_reference(target: Target, reference: Reference) -> Target:
+    """``target`` with its reference draws' summary: the same log density, so the programs
+    already compiled for it (the start check's) are kept rather than compiled again."""
+    import dataclasses
+
+    out = dataclasses.replace(target, reference=reference)
+    out.programs.update(target.programs)
+    return out
+
+
 def compiled_logdensity_and_grad(target: Target) -> Callable[[Array], tuple[Array, Array]]:
     """The target's ``logdensity_and_grad`` under ``jax.jit``, made once per target: one
     compilation, where evaluating the model op by op compiles each primitive on its own

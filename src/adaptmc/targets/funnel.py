@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax.numpy as jnp
 import numpy as np
 
-from adaptmc.targets.base import Reference, Target, make_target
+from adaptmc.targets.base import Reference, Target, make_target, with_reference
 
 
 def funnel(dim: int = 10, scale: float = 3.0) -> Target:
@@ -29,8 +27,7 @@ def funnel(dim: int = 10, scale: float = 3.0) -> Target:
     target = make_target(logdensity, init, name=f"funnel-{dim}d")
     sd = np.full(dim, np.exp(scale**2 / 4.0))
     sd[0] = scale
-    return dataclasses.replace(
-        target, reference=Reference(target.parameter_names, np.zeros(dim), sd, None))
+    return with_reference(target, Reference(target.parameter_names, np.zeros(dim), sd, None))
 
 
 def banana(curvature: float = 0.1, dim: int = 2) -> Target:
@@ -48,5 +45,4 @@ def banana(curvature: float = 0.1, dim: int = 2) -> Target:
     target = make_target(logdensity, jnp.zeros(dim), name=f"banana-{dim}d")
     sd = np.ones(dim)
     sd[0], sd[1] = 10.0, np.sqrt(1.0 + 2.0 * curvature**2 * 100.0**2)
-    return dataclasses.replace(
-        target, reference=Reference(target.parameter_names, np.zeros(dim), sd, None))
+    return with_reference(target, Reference(target.parameter_names, np.zeros(dim), sd, None))

@@ -7,13 +7,11 @@ Built-ins include Neal's (2011) 100-d Gaussian with standard deviations 0.01, 0.
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
 
-from adaptmc.targets.base import Reference, Target, make_target
+from adaptmc.targets.base import Reference, Target, make_target, with_reference
 
 
 def gaussian(mean, cov, name: str = "gaussian", initial_position=None) -> Target:
@@ -59,8 +57,7 @@ def gaussian(mean, cov, name: str = "gaussian", initial_position=None) -> Target
         info={"mean": mean, "cov": full_cov},
     )
     sd = np.sqrt(np.diag(full_cov))
-    return dataclasses.replace(
-        target, reference=Reference(target.parameter_names, mean, sd, None))
+    return with_reference(target, Reference(target.parameter_names, mean, sd, None))
 
 
 def neal_100d() -> Target:
