@@ -205,18 +205,18 @@ def audit_faults(root: Path) -> None:
     code, err = cli(["resume", out, "--no-progress"])
     check(kind, "resume once space is freed", code == 0 and (out / "draws.nc").is_file(), err)
     interrupted = root / "interrupted"
-    from adaptmc.run import driver
+    from adaptmc.run.transitions import SuperTransitions
 
-    advance = driver._advance
+    step = SuperTransitions.step
 
     def ctrl_c(*args, **kwargs):
         raise KeyboardInterrupt
 
-    driver._advance = ctrl_c
+    SuperTransitions.step = ctrl_c  # the first super-transition of the run's stage
     try:
         code, err = cli([*MANUAL, "--out", interrupted])
     finally:
-        driver._advance = advance
+        SuperTransitions.step = step
     check(kind, "Ctrl-C before the first checkpoint",
           code == 130 and "adaptmc resume" not in err and not interrupted.exists(), err)
     (root / "raising_audit.py").write_text(RAISING)
