@@ -20,6 +20,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from adaptmc import io
 from adaptmc.option_values import check_data, check_structured
 from adaptmc.options import RUN_OPTIONS, OptionError, check_options, check_resources, check_value
 from adaptmc.recipes import DEFAULT_RECIPE, Plan, build
@@ -48,7 +49,7 @@ def run_options(plan: Plan, *, chains: int = 4, config: dict | None = None,
     """The `RunOptions` of a recipe's run: its config records the recipe and its options
     (``thin`` None: the plan's)."""
     config = {"recipe": plan.name, "options": plan.options, **(config or {})}
-    return RunOptions(num_chains=chains, config=json.loads(json.dumps(config, default=_jsonable)),
+    return RunOptions(num_chains=chains, config=json.loads(json.dumps(config, default=io.jsonable)),
                       **options)
 
 
@@ -294,11 +295,3 @@ def _make_target(target, model_args: tuple, model_kwargs: dict | None, data=None
             f"({', '.join(needed)}) was called without its data; pass it after the model, "
             f"adaptmc.sample(model, {', '.join(needed)}, ...), or as model_kwargs "
             f"({err})") from None
-
-
-def _jsonable(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return repr(value)

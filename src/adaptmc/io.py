@@ -389,3 +389,12 @@ def remove_chunks_from(run_dir: Path, first_stale: int) -> None:
                              ": move it out of the run folder, then resume")
         if int(path.stem) >= first_stale:
             path.unlink()
+
+
+def jsonable(value):
+    """``json.dumps``'s ``default``: NumPy arrays as lists, scalars as numbers, else repr."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return repr(value)

@@ -150,12 +150,12 @@ class Context:
             self.starts = None
         self.thin = self.plan.thin if self.options.thin is None else self.options.thin
         self.prior_grads += prepared.num_grads
-        self.attrs.update({"warmup": json.dumps(prepared.record, default=_jsonable),
+        self.attrs.update({"warmup": json.dumps(prepared.record, default=io.jsonable),
                            "warmup_wall_s": time.perf_counter() - tick,
                            "warmup_compile_s": compile_seconds() - compiled_before})
         if "portfolio" in prepared.record:
             self.attrs["portfolio"] = json.dumps(prepared.record["portfolio"],
-                                                 default=_jsonable)
+                                                 default=io.jsonable)
         if self.options.progress:
             print(f"{self.plan.name}: warm-up done ({prepared.num_grads:,} gradients); "
                   f"tuning in the box {prepared.record.get('box')}", flush=True)
@@ -323,13 +323,5 @@ def _finish(ctx: Context, stage: SuperTransitions, state: Progress) -> RunResult
         idata = store.write_draws(run_dir, idata, describe=describe)
     return RunResult(idata, state.total_grads, wall, compile_s, run_dir, state.states,
                      state.params)
-
-
-def _jsonable(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return repr(value)
 
 
