@@ -18,6 +18,16 @@ import numpy as np
 from adaptmc import diagnostics
 
 
+def standardised(positions: np.ndarray) -> np.ndarray | None:
+    """``positions: (chains, draws, dim)`` centred and scaled per coordinate by the mean and
+    sd over all chains and draws; None when some sd is zero or not finite (a coordinate no
+    chain moved, or a non-finite draw)."""
+    sd = positions.std(axis=(0, 1))
+    if not np.all(np.isfinite(sd)) or np.any(sd <= 0):
+        return None
+    return (positions - positions.mean(axis=(0, 1))) / sd
+
+
 def _diverged(stats: dict) -> bool:
     div = stats.get("is_divergent")
     return div is not None and bool(np.any(div))
@@ -81,10 +91,9 @@ def chees_per_grad(positions: np.ndarray, stats: dict, num_grads: int) -> float:
     """
     if _diverged(stats) or positions.shape[1] < 2:
         return float("nan")
-    sd = positions.std(axis=(0, 1))
-    if not np.all(np.isfinite(sd)) or np.any(sd <= 0):
+    centred = standardised(positions)
+    if centred is None:
         return float("nan")
-    centred = (positions - positions.mean(axis=(0, 1))) / sd
     radius = np.sum(centred**2, axis=-1)
     chees = np.mean(np.diff(radius, axis=1) ** 2) / 4.0
     grads_per_step = num_grads / positions.shape[0] / positions.shape[1]
@@ -110,10 +119,9 @@ def lag_one_ess_per_grad(positions: np.ndarray, stats: dict, num_grads: int) -> 
     ESS reports, mixes several times faster under the longer trajectory."""
     if _diverged(stats) or positions.shape[1] < 4:
         return float("nan")
-    sd = positions.std(axis=(0, 1))
-    if not np.all(np.isfinite(sd)) or np.any(sd <= 0):
+    z = standardised(positions)
+    if z is None:
         return float("nan")
-    z = (positions - positions.mean(axis=(0, 1))) / sd
     factors = lag_one_fractions(z)
     grads_per_draw = num_grads / positions.shape[0] / positions.shape[1]
     return float(1000.0 * np.min(np.minimum(*factors)) / grads_per_draw)
@@ -148,10 +156,9 @@ def robust_ess_per_grad(positions: np.ndarray, stats: dict, num_grads: int) -> f
     `lag_one_ess_per_grad` credits it."""
     if _diverged(stats) or positions.shape[1] < 4:
         return float("nan")
-    sd = positions.std(axis=(0, 1))
-    if not np.all(np.isfinite(sd)) or np.any(sd <= 0):
+    z = standardised(positions)
+    if z is None:
         return float("nan")
-    z = (positions - positions.mean(axis=(0, 1))) / sd
     fractions = [geyer_fractions(y) for y in (z, z**2, *tail_indicators(z))]
     grads_per_draw = num_grads / positions.shape[0] / positions.shape[1]
     return float(1000.0 * np.min(np.minimum.reduce(fractions)) / grads_per_draw)
