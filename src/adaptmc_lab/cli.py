@@ -51,8 +51,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
                         "Gaussians, funnel, logistic-german, bnn-robot-arm)")
     p.add_argument("--samplers", type=names("--samplers"), default=None,
                    help="comma-separated samplers (default: adaptmc-adaptive-hmc, "
-                        "adaptmc-gadmala, blackjax-nuts; also -adaptive-hmc-parametric, "
-                        "-hedge, -sir, adaptmc-bandit-hmc, -hmc-da, -hmc-grid, numpyro-nuts, "
+                        "adaptmc-gadmala, blackjax-nuts; also -adaptive-hmc-frozen (--tuning 1), "
+                        "-parametric, -hedge, -sir, adaptmc-bandit-hmc, -hmc-da, -hmc-grid, "
+                        "numpyro-nuts, "
                         "nutpie (PyMC twins), nutpie-diag and nutpie-low-rank (any target, "
                         "from_pyfunc))")
     p.add_argument("--seeds", type=integer("seeds", 1), default=None,

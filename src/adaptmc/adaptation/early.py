@@ -26,7 +26,8 @@ transitions; between chunks, on the host, the inverse mass is re-estimated from 
    foreground window are judged on the other half (condition left after preconditioning,
    cost per leapfrog step); the chosen one is fitted to the whole window.
 5. **Final window**: the chosen metric held fixed and the step size alone adapted; its
-   trajectory lengths give the tuner its range of ``L``.
+   trajectory lengths give the tuner its range of ``L``. It starts as soon as the warm-up
+   has settled (`adaptmc.adaptation.settled`), ``num_steps`` is the most it runs.
 
 Every transition runs in one compiled program per target and shape, whose metric (a
 low-rank-plus-diagonal one padded to `warmup_rank` directions) and step sizes are arguments:
@@ -47,7 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from adaptmc.adaptation import metric_choice
+from adaptmc.adaptation import metric_choice, settled
 from adaptmc.adaptation.chains import chain_grads, over_chains, regroup_far_chains
 from adaptmc.adaptation.dual_averaging import (
     da_final_step_size,
@@ -202,12 +203,16 @@ class _Chains:
         self.target_accept = target_accept
         self.trusted = None
         self.asked, self.num_steps = metric, int(num_steps)
-        self.early_end, self.final_start = schedule(self.num_steps)
-        self.num_chunks = -(-self.num_steps // CHUNK)
+        self.early_end, final_start = schedule(self.num_steps)
         self.counters = {"index": 0, "foreground": 0, "background": 0, "late_switch": 2 * CHUNK,
                          "updates": 0, "reverts": 0,
-                         "kind": "diag" if metric == "diag" else "low-rank"}
+                         "kind": "diag" if metric == "diag" else "low-rank",
+                         "final_start": final_start, "num_chunks": -(-self.num_steps // CHUNK),
+                         "last_steps": None, "settled": None}
         self.choice, self.bar = {}, None
+
+    final_start = property(lambda self: self.counters["final_start"])  # settled: earlier
+    num_chunks = property(lambda self: self.counters["num_chunks"])
 
     def advance(self) -> None:
         """One chunk of `CHUNK` transitions per chain under the current metric."""
@@ -246,14 +251,16 @@ class _Chains:
         now = c["index"] * CHUNK
         if now < self.final_start:
             if not reverted:
-                self.metric = _estimate(self, c["foreground"], now, c["kind"], self.rank)
+                self.metric = metric_choice.estimate(*self.window(c["foreground"], now),
+                                                     c["kind"], self.rank, self.metric)
                 c["updates"] += 1
             switch = CHUNK if now <= self.early_end else c["late_switch"]
-            if now - c["background"] >= switch and now + switch <= self.final_start:
+            ended = now > self.early_end and settled.end_if_settled(self, now, CHUNK)
+            if not ended and now - c["background"] >= switch and now + switch <= self.final_start:
                 c["foreground"], c["background"] = c["background"], now
                 c["late_switch"] *= 2 if now > self.early_end else 1
                 self.restart_step_size()
-        elif now == self.final_start:
+        if now == self.final_start:
             c["kind"], self.choice = _choose(self, c["foreground"], now, self.asked, self.rank)
             self.restart_step_size()
         _show(self.bar, self, c["kind"])
@@ -316,7 +323,7 @@ def chains_result(run: _Chains) -> EarlyWarmup:
     """The `EarlyWarmup` of finished chains (the progress bar closed)."""
     if run.bar is not None:
         run.bar.close()
-    run.choice["reverted"] = run.counters["reverts"]
+    run.choice.update(reverted=run.counters["reverts"], settled=settled.record(run))
     far = regroup_far_chains(run, run.final_start // CHUNK)
     return _result(run, run.counters["kind"], run.choice, run.counters["updates"],
                    run.final_start, run.started)._replace(far_chains=far)
@@ -336,12 +343,6 @@ def early_warmup(target, positions, key, *, num_steps: int = 500, metric: str = 
         run.advance()
         run.adapt()
     return chains_result(run)
-
-
-def _estimate(run: _Chains, start: int, stop: int, kind: str, rank: int):
-    """The foreground estimate from transitions ``[start, stop)`` (`metric_choice.estimate`;
-    the current metric while the window holds fewer than 3 draws)."""
-    return metric_choice.estimate(*run.window(start, stop), kind, rank, run.metric)
 
 
 def _choose(run: _Chains, start: int, stop: int, metric: str, rank: int):

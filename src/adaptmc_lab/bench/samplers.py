@@ -23,6 +23,7 @@ from adaptmc_lab.bench.quantities import run_positions
 
 RECIPE_ROWS: dict[str, tuple[str, dict]] = {
     "adaptmc-adaptive-hmc": ("adaptive-hmc", {}),
+    "adaptmc-adaptive-hmc-frozen": ("adaptive-hmc", {"tuning": 1}),  # --tuning 1
     "adaptmc-adaptive-hmc-parametric": ("adaptive-hmc", {"tuner": "parametric"}),
     "adaptmc-adaptive-hmc-hedge": ("adaptive-hmc", {"tuner": "hedge"}),
     "adaptmc-adaptive-hmc-sir": ("adaptive-hmc", {"tuner": "sir"}),

@@ -1,0 +1,132 @@
+"""When the warm-up has settled: the test that lets it go to its final window early.
+
+The warm-up (`adaptmc.adaptation.early`) runs at most its ``num_steps`` transitions. After
+its early phase, at each chunk boundary, it asks three questions of what it has run, and
+goes to the final, step-size-only window as soon as all three say yes:
+
+1. **The metric has settled**: the estimates from two successive, disjoint windows (the
+   foreground's ``[fg, bg)`` and the background's ``[bg, now)``, nutpie's two estimators)
+   agree. With ``M_a^{-1} = L_a L_a^T`` and ``M_b^{-1}`` their inverse masses, the
+   singular values ``s`` of ``L_a^{-1} L_b`` are the ratios of the scales the two assign to
+   each direction; a common factor is absorbed by the step size, so what matters is their
+   spread ``max s / min s``: HMC's cost per effective draw grows like the square root of the
+   condition left after preconditioning (Neal 2011, Sec. 4.2; Betancourt 2017, Sec. 4.2),
+   which running under ``M_a`` where ``M_b`` is right raises by at most that spread. Settled
+   when it is at most `METRIC_SPREAD`.
+2. **The step size has settled**: dual averaging's averaged step (Hoffman & Gelman 2014,
+   Alg. 5) moved by at most `STEP_CHANGE` (relative, median over chains) over the last
+   chunk, which is at least `MIN_SINCE_SWAP` transitions after its last restart.
+3. **The chains agree**: the rank-normalised split R-hat of the log density over
+   ``[fg, now)`` (Vehtari et al. 2021) is at most `RHAT_LP` and no chain is far from the
+   others (`adaptmc.adaptation.chains.far_chains`).
+
+Each window holds at least `MIN_WINDOW` transitions per chain. A hard posterior (a funnel, a
+start far out, chains in different modes) fails one of them and gets the full warm-up.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from adaptmc.adaptation.chains import far_chains
+from adaptmc.adaptation.dual_averaging import da_final_step_size
+from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_inverse_mass
+from adaptmc.adaptation.metric_choice import whitening_factors
+
+METRIC_SPREAD = 1.5
+"""The largest spread of scale ratios between two successive metric estimates still called
+settled: the later one could make a leapfrog step's work per effective draw at most this
+much cheaper, and estimates from windows of a few hundred pooled draws differ by about a
+quarter from noise alone (measured: 1.05-1.3 on posteriordb regressions, 2-8 on a funnel)."""
+
+STEP_CHANGE = 0.1
+"""The largest relative change of the averaged step size over the last chunk."""
+
+RHAT_LP = 1.05
+"""The largest split R-hat of the log density over the current window."""
+
+MIN_WINDOW = 20
+"""Transitions per chain each of the two compared windows holds at least."""
+
+MIN_SINCE_SWAP = 30
+"""Transitions since the last swap (dual averaging's restart) before the step is judged."""
+
+DENSE_SPREAD_MAX_DIM = 1000
+"""Above this dimension the spread is judged on the diagonal scales only (``O(dim^3)``)."""
+
+
+def metric_spread(a: LowRankInverseMass, b: LowRankInverseMass) -> float:
+    """``max s / min s`` over the singular values ``s`` of ``L_a^{-1} L_b``, for inverse
+    masses ``M^{-1} = L L^T`` (`metric_choice.whitening_factors`): 1 when ``b`` is ``a``
+    times a constant. Above `DENSE_SPREAD_MAX_DIM` dimensions, the diagonals' spread."""
+    dim = np.shape(a.diag)[0]
+    if dim > DENSE_SPREAD_MAX_DIM:
+        s = np.sqrt(np.asarray(b.diag, dtype=float) / np.asarray(a.diag, dtype=float))
+    else:
+        inverse_a, _ = whitening_factors(a)
+        _, transpose_b = whitening_factors(b)
+        l_b = transpose_b(np.eye(dim))  # L_b^T applied to the unit rows: L_b's rows
+        s = np.linalg.svd(inverse_a(l_b.T).T, compute_uv=False)
+    return float(np.max(s) / np.min(s))
+
+
+def settled_measures(x, g, lp, steps, previous_steps, *, fg: int, bg: int, now: int,
+                     rank: int) -> dict | None:
+    """What the test reads at transition ``now`` (module docstring): ``x, g: (chains, now,
+    dim)`` draws and gradients so far, ``lp: (chains, now)``, ``steps, previous_steps:
+    (chains,)`` the averaged step sizes after this chunk and the one before; ``fg, bg``
+    where the foreground and background windows start. None while a window is too short
+    or the step was restarted too recently to judge."""
+    if bg - fg < MIN_WINDOW or now - bg < max(MIN_WINDOW, MIN_SINCE_SWAP) \
+            or previous_steps is None:
+        return None
+    from adaptmc.diagnostics import rhat
+
+    a = low_rank_inverse_mass(x[:, fg:bg], g[:, fg:bg], max_rank=rank)
+    b = low_rank_inverse_mass(x[:, bg:now], g[:, bg:now], max_rank=rank)
+    change = np.abs(np.log(np.asarray(steps) / np.asarray(previous_steps)))
+    window_lp = lp[:, fg:now]
+    return {"at": int(now), "metric_spread": metric_spread(a, b),
+            "step_change": float(np.expm1(np.median(change))),
+            "rhat_lp": float(rhat(window_lp[:, :, None])[0]) if len(lp) > 1 else 1.0,
+            "far_chains": [int(c) for c, _ in far_chains(x[:, fg:now], window_lp)]}
+
+
+def is_settled(measures: dict | None) -> bool:
+    """Whether `settled_measures` says the warm-up has settled."""
+    return measures is not None and measures["metric_spread"] <= METRIC_SPREAD \
+        and measures["step_change"] <= STEP_CHANGE and measures["rhat_lp"] <= RHAT_LP \
+        and not measures["far_chains"]
+
+
+def end_if_settled(run, now: int, chunk: int) -> bool:
+    """At transition ``now`` of the warm-up ``run`` (`adaptmc.adaptation.early._Chains`,
+    in chunks of ``chunk`` transitions): when it has settled, move its final window to start
+    at ``now`` (its last chunks dropped) and say so (True). The latest measures stay in
+    ``run.counters["settled"]`` (a checkpoint's and the run record's), and the averaged
+    step sizes in ``run.counters["last_steps"]`` (the next call's previous ones)."""
+    c = run.counters
+    x, g = run.window(0, now)
+    steps = np.asarray(da_final_step_size(run.da))
+    measures = settled_measures(
+        x, g, np.concatenate(run.out["lp"], axis=1), steps, c["last_steps"],
+        fg=c["foreground"], bg=c["background"], now=now, rank=run.rank)
+    c["settled"] = measures or c["settled"]
+    c["last_steps"] = steps.tolist()
+    if not is_settled(measures):
+        return False
+    c["num_chunks"] -= (c["final_start"] - now) // chunk
+    c["final_start"] = now
+    return True
+
+
+def record(run) -> dict:
+    """What the test decided for the warm-up ``run``, for the run's record: the final
+    window's first transition, the schedule's (``num_steps`` at most), whether it ended
+    early and the last measures (`settled_measures`; None if never judged)."""
+    from adaptmc.adaptation.early import schedule
+
+    planned = schedule(run.num_steps)[1]
+    return {"final_start": int(run.final_start), "planned_final_start": int(planned),
+            "ended_early": bool(run.final_start < planned), "max_steps": int(run.num_steps),
+            "measures": run.counters["settled"]}

@@ -1,0 +1,76 @@
+"""A warm-up as long as it needs (`adaptmc.adaptation.settled`): it goes to its final window
+as soon as the metric, the step size and the chains have settled, and runs its full length on
+a posterior where they do not."""
+
+import jax
+import numpy as np
+
+from adaptmc.adaptation import settled
+from adaptmc.adaptation.early import early_warmup, schedule
+from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
+from adaptmc.targets import funnel, gaussian
+
+
+def _diag(scales):
+    scales = np.asarray(scales, dtype=float)
+    return LowRankInverseMass(scales, np.zeros((len(scales), 0)), np.zeros(0))
+
+
+def test_the_spread_ignores_a_common_factor_and_sees_one_direction_rescaled():
+    a = _diag([1.0, 4.0, 0.01])
+    assert abs(settled.metric_spread(a, _diag([9.0, 36.0, 0.09])) - 1.0) < 1e-12
+    # one variance 4x: that direction's scale 2x, the others unchanged
+    assert abs(settled.metric_spread(a, _diag([4.0, 4.0, 0.01])) - 2.0) < 1e-12
+    # a rotation: M_b^{-1} with correlation 0.8 against the identity
+    vectors = np.array([[1.0, 1.0], [1.0, -1.0]]) / np.sqrt(2.0)
+    b = LowRankInverseMass(np.ones(2), vectors, np.array([1.8, 0.2]))
+    assert abs(settled.metric_spread(_diag([1.0, 1.0]), b) - 3.0) < 1e-12
+
+
+def test_nothing_judged_is_not_settled():
+    assert not settled.is_settled(None)
+    base = {"metric_spread": 1.1, "step_change": 0.05, "rhat_lp": 1.01, "far_chains": []}
+    assert settled.is_settled(base)
+    for key, bad in [("metric_spread", 2.0), ("step_change", 0.3), ("rhat_lp", 1.2),
+                     ("far_chains", [2]), ("rhat_lp", float("nan"))]:
+        assert not settled.is_settled({**base, key: bad}), key
+
+
+def test_the_warmup_ends_early_on_a_gaussian():
+    """A 6-d Gaussian with scales over four orders of magnitude, 4 chains from dispersed
+    starts: the warm-up settles after about 200 of its 500 transitions, keeps its final
+    window (80 transitions) and spends less than half of what the full schedule would."""
+    sd = np.logspace(-2, 2, 6)
+    target = gaussian(np.zeros(6), sd**2, name="scaled-6d")
+    starts = sd * np.random.default_rng(0).uniform(-2, 2, size=(4, 6))
+    warm = early_warmup(target, starts, jax.random.key(1), num_steps=500, progress=False)
+    record = warm.choice["settled"]
+    planned = schedule(500)[1]
+    assert record["ended_early"] and record["planned_final_start"] == planned
+    assert record["final_start"] <= 300
+    assert warm.trajectory_steps.shape[1] == 500 - planned  # the final window kept whole
+    m = record["measures"]
+    assert m["at"] == record["final_start"] and settled.is_settled(m)
+    # the chosen metric is right: the scales it leaves agree within a factor 2
+    inverse_mass = warm.inverse_mass
+    if isinstance(inverse_mass, LowRankInverseMass):
+        inverse_mass = low_rank_dense(inverse_mass)
+    inverse_mass = np.asarray(inverse_mass)
+    if inverse_mass.ndim == 1:
+        inverse_mass = np.diag(inverse_mass)
+    root = np.linalg.cholesky(inverse_mass)
+    left = np.linalg.eigvalsh(np.linalg.solve(root, np.linalg.solve(root, np.diag(sd**2)).T))
+    assert np.sqrt(left[-1] / left[0]) < 2.0
+    assert warm.rhat_lp < 1.1
+
+
+def test_the_warmup_runs_its_full_length_on_a_funnel():
+    """Neal's funnel: successive metric estimates keep disagreeing and the chains' log
+    densities do not agree, so the warm-up never ends early."""
+    target = funnel(dim=10)
+    starts = np.random.default_rng(2).uniform(-2, 2, size=(4, 10))
+    warm = early_warmup(target, starts, jax.random.key(0), num_steps=300, progress=False)
+    record = warm.choice["settled"]
+    assert not record["ended_early"]
+    assert record["final_start"] == record["planned_final_start"] == schedule(300)[1]
+    assert record["measures"] is not None and not settled.is_settled(record["measures"])
