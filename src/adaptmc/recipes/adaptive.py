@@ -139,8 +139,9 @@ def adaptive_hmc(
         draws: `adaptmc.adaptation.metric_choice`), ``"diag"``, ``"dense"`` or
         ``"low-rank"`` (cost per leapfrog step ``O(dim)``, ``O(dim^2)``, ``O(dim k)``).
     warmup_steps, tuning
-        NUTS transitions per chain of the warm-up (at least 150); super-transitions of the
-        bandit before its best setting is frozen, at most (the stop rule may end it early).
+        NUTS transitions per chain of the warm-up, at most (at least 150; it ends earlier
+        once settled, `adaptmc.adaptation.settled`); super-transitions of the bandit before
+        its best setting is frozen, at most (the stop rule may end it early).
     stop_rule, stop_tolerance
         The rule that may end tuning early, ``"ucb-lcb"``, ``"ucb"`` or ``"ei"``
         (`adaptmc.tuners.stopping`; the GP bandits have the posterior it reads), and its
@@ -276,6 +277,7 @@ def warmup_record(warm, plan: Plan) -> dict:
         "metric": warm.metric,
         "metric_choice": getattr(warm, "choice", None),
         "metric_updates": getattr(warm, "num_updates", None),
+        "settled": (getattr(warm, "choice", None) or {}).get("settled"),
         "metric_rank": int(warm.inverse_mass.rank) if warm.metric == "low-rank" else None,
         "step_size": warm.step_size,
         "num_grads": warm.num_grads,
