@@ -74,3 +74,21 @@ def test_the_warmup_runs_its_full_length_on_a_funnel():
     assert not record["ended_early"]
     assert record["final_start"] == record["planned_final_start"] == schedule(300)[1]
     assert record["measures"] is not None and not settled.is_settled(record["measures"])
+
+
+def test_the_run_records_what_the_warmup_decided():
+    """`attrs["warmup"]["settled"]` of a default run: where the final window started, the
+    schedule's start, whether it ended early and the measures it decided on."""
+    import json
+
+    from adaptmc.api import run_plan
+    from adaptmc.recipes import build
+
+    sd = np.array([0.1, 1.0, 10.0])
+    target = gaussian(np.zeros(3), sd**2, name="scaled-3d")
+    plan = build("adaptive-hmc", target, warmup_steps=400, tuning=2, draws=50)
+    result = run_plan(target, plan, chains=4, seed=5, progress=False)
+    record = json.loads(result.idata.attrs["warmup"])["settled"]
+    assert record["max_steps"] == 400 and record["planned_final_start"] == schedule(400)[1]
+    assert record["ended_early"] and record["final_start"] < record["planned_final_start"]
+    assert settled.is_settled(record["measures"])
