@@ -139,9 +139,8 @@ def adaptive_hmc(
         draws: `adaptmc.adaptation.metric_choice`), ``"diag"``, ``"dense"`` or
         ``"low-rank"`` (cost per leapfrog step ``O(dim)``, ``O(dim^2)``, ``O(dim k)``).
     warmup_steps, tuning
-        NUTS transitions per chain of the warm-up, at most (at least 150; it ends earlier
-        once settled, `adaptmc.adaptation.settled`); super-transitions of the bandit before
-        its best setting is frozen, at most (the stop rule may end it early).
+        At most: NUTS transitions per chain of the warm-up (>= 150; it ends once settled);
+        super-transitions of the bandit before its best setting is frozen (or a stop rule).
     stop_rule, stop_tolerance
         The rule that may end tuning early, ``"ucb-lcb"``, ``"ucb"`` or ``"ei"``
         (`adaptmc.tuners.stopping`; the GP bandits have the posterior it reads), and its
