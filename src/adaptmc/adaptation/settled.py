@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from adaptmc.adaptation import metric_choice
 from adaptmc.adaptation.chains import far_chains
 from adaptmc.adaptation.dual_averaging import da_final_step_size
-from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_inverse_mass
+from adaptmc.adaptation.low_rank import LowRankInverseMass
 from adaptmc.adaptation.metric_choice import whitening_factors
 
 METRIC_SPREAD = 1.5
@@ -71,19 +72,20 @@ def metric_spread(a: LowRankInverseMass, b: LowRankInverseMass) -> float:
 
 
 def settled_measures(x, g, lp, steps, previous_steps, *, fg: int, bg: int, now: int,
-                     rank: int) -> dict | None:
+                     rank: int, kind: str = "low-rank") -> dict | None:
     """What the test reads at transition ``now`` (module docstring): ``x, g: (chains, now,
     dim)`` draws and gradients so far, ``lp: (chains, now)``, ``steps, previous_steps:
     (chains,)`` the averaged step sizes after this chunk and the one before; ``fg, bg``
-    where the foreground and background windows start. None while a window is too short
+    where the foreground and background windows start; ``kind, rank``: the estimates'
+    (`metric_choice.estimate`, as the warm-up makes them). None while a window is too short
     or the step was restarted too recently to judge."""
     if bg - fg < MIN_WINDOW or now - bg < max(MIN_WINDOW, MIN_SINCE_SWAP) \
             or previous_steps is None:
         return None
     from adaptmc.diagnostics import rhat
 
-    a = low_rank_inverse_mass(x[:, fg:bg], g[:, fg:bg], max_rank=rank)
-    b = low_rank_inverse_mass(x[:, bg:now], g[:, bg:now], max_rank=rank)
+    a = metric_choice.estimate(x[:, fg:bg], g[:, fg:bg], kind, rank, None)
+    b = metric_choice.estimate(x[:, bg:now], g[:, bg:now], kind, rank, None)
     change = np.abs(np.log(np.asarray(steps) / np.asarray(previous_steps)))
     window_lp = lp[:, fg:now]
     return {"at": int(now), "metric_spread": metric_spread(a, b),
@@ -110,7 +112,7 @@ def end_if_settled(run, now: int, chunk: int) -> bool:
     steps = np.asarray(da_final_step_size(run.da))
     measures = settled_measures(
         x, g, np.concatenate(run.out["lp"], axis=1), steps, c["last_steps"],
-        fg=c["foreground"], bg=c["background"], now=now, rank=run.rank)
+        fg=c["foreground"], bg=c["background"], now=now, rank=run.rank, kind=c["kind"])
     c["settled"] = measures or c["settled"]
     c["last_steps"] = steps.tolist()
     if not is_settled(measures):
