@@ -134,3 +134,41 @@ def test_after_burn_in_hides_the_first_rewards_from_the_tuner():
     assert seen == [0.3, 0.3, 0.1, 0.2]
     np.testing.assert_array_equal(state["inner"]["rewards"], [1.0, 2.0])
     assert tuner.best(state) == {"step_size": 0.2}
+
+
+def test_the_bandit_reward_is_the_library_predictive_objective():
+    """The robot arm's bandit reads the library's held-out log predictive density
+    (`adaptmc.heldout.predictive_objective`, what ``objective="predictive"`` computes) of
+    the folds' held-out cases: the mean over cases of ``log (1/S) sum_s p(y_c | theta_s)``
+    from the draws of the copy that held the case out. The full-data copy's draws do not
+    enter; a divergence does not void the reward; a super-transition that accepted
+    nothing scores NaN (``fail_when_stuck``)."""
+    from scipy.special import logsumexp
+
+    from adaptmc.heldout import predictive_objective
+    from adaptmc_lab.datasets import robot_arm as data_module
+    from adaptmc_lab.models import bnn, cv
+
+    data = data_module.generate(5)
+    model = bnn.make_bnn(bnn.MLPSpec(2, 4, 2), data.x_train[:24], data.y_train[:24])
+    masks = np.concatenate([cv.kfold_masks(24, SMOKE.num_folds, 5), np.ones((1, 24))])
+    target = cv.product_target(model, masks)
+    rng = np.random.default_rng(5)
+    positions = (np.asarray(target.initial_position)
+                 + rng.normal(0.0, 0.05, (1, 6, target.dim)))
+    reward = experiment.cv_log_score(model, masks, SMOKE)
+    pointwise = cv.heldout_pointwise(model, masks, folds=range(SMOKE.num_folds))
+    values = np.stack([np.asarray(pointwise(p)) for p in positions[0]])  # (draws, 24)
+    expected = np.mean(logsumexp(values, axis=0) - np.log(6))
+    library = predictive_objective(pointwise)(positions, {}, 0)
+    assert reward(positions, {}, 0) == library
+    assert library == pytest.approx(expected, rel=1e-10)
+    full_copy = positions.copy()
+    full_copy[..., -target.info["copy_dim"]:] += 0.3
+    assert reward(full_copy, {}, 0) == library
+    fold_copy = positions.copy()
+    fold_copy[..., : target.info["copy_dim"]] += 0.3
+    assert reward(fold_copy, {}, 0) != library
+    divergent = {"is_divergent": np.ones((1, 6), bool), "accepted": np.eye(1, 6, dtype=bool)}
+    assert reward(positions, divergent, 0) == library
+    assert np.isnan(reward(positions, {"accepted": np.zeros((1, 6), bool)}, 0))
