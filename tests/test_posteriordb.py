@@ -192,6 +192,25 @@ def test_constrain_inverts_unconstrain_and_names_match(name):
                                   [posterior.reference_mcse[n] for n in names])
 
 
+@pytest.mark.parametrize("name", POSTERIORS)
+def test_draws_are_stored_constrained_and_read_back(name):
+    """A run's posterior group holds the Stan program's quantities as ``constrain`` names
+    them (``theta``, ``mu``, ``tau``; labelled 1-based), and ``info["unconstrain"]`` maps
+    them back to the position (what the bench and ``init`` read)."""
+    from adaptmc.run.idata import posterior_variables
+
+    posterior = load_posterior(name)
+    model = posteriordb_model(posterior)
+    target = get_target(f"pdb-{name}")
+    positions = np.stack([reference_position(posterior, model, c, d) for c, d in POINTS])
+    stored = posterior_variables(target, positions[None])
+    assert set(stored) == set(group_named(dict.fromkeys(posterior.reference_draws, 0.0)))
+    assert target.info["index_origin"] == 1
+    back = [target.info["unconstrain"]({k: v[0, i] for k, v in stored.items()})
+            for i in range(len(POINTS))]
+    np.testing.assert_allclose(back, positions, rtol=1e-8, atol=1e-8)
+
+
 def test_gradient_finite_at_reference_draws():
     for name in POSTERIORS:
         posterior = load_posterior(name)
