@@ -211,6 +211,19 @@ def test_draws_are_stored_constrained_and_read_back(name):
     np.testing.assert_allclose(back, positions, rtol=1e-8, atol=1e-8)
 
 
+def test_init_names_the_programs_quantities():
+    """``init`` on a posteriordb target takes the names the posterior group shows."""
+    from adaptmc.targets.initial import unconstrained_point
+
+    target = get_target("pdb-eight_schools-eight_schools_noncentered")
+    point = unconstrained_point(target, {"tau": 2.0, "mu": 1.0})
+    values = target.constrain(point)
+    assert float(values["tau"]) == pytest.approx(2.0) and float(values["mu"]) == 1.0
+    np.testing.assert_allclose(values["theta"], 0.0)  # not named: where the target starts
+    with pytest.raises(ValueError, match="log_tau"):
+        unconstrained_point(target, {"log_tau": 0.5})
+
+
 def test_gradient_finite_at_reference_draws():
     for name in POSTERIORS:
         posterior = load_posterior(name)
