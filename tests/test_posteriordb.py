@@ -300,3 +300,28 @@ def test_loader_rejects_mismatched_names(tmp_path):
         archive.writestr("b.json", "{}")
     with pytest.raises(ValueError, match="exactly one"):
         load_posterior(folder)
+
+
+def _program_parameters(code: str) -> set[str]:
+    """The names declared in a Stan program's ``parameters`` block."""
+    import re
+
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", code, flags=re.S)
+    block = re.search(r"(?<!transformed )parameters\s*\{([^}]*)\}", code)
+    return {re.findall(r"\w+", s)[-1] for s in block.group(1).split(";") if s.strip()}
+
+
+def test_coordinates_named_as_the_program_names_its_parameters():
+    """``parameter_names`` of every posteriordb target name the unconstrained coordinates by
+    the Stan program's parameters, 1-based, as Stan names them (``tau`` for log tau)."""
+    target = get_target("pdb-eight_schools-eight_schools_noncentered")
+    assert target.parameter_names == ("tau", "mu", *(f"theta_trans[{i}]" for i in range(1, 9)))
+    for name in POSTERIORS:
+        target = posteriordb_target(name)
+        names = target.parameter_names
+        assert len(names) == target.dim == len(set(names)), name
+        bases = {n.partition("[")[0] for n in names}
+        assert bases == _program_parameters(load_posterior(name).model_code), name
+        for base in bases:  # Stan's labels: 1..n
+            labels = [n[len(base) + 1:-1] for n in names if n.startswith(base + "[")]
+            assert labels == [str(i) for i in range(1, len(labels) + 1)], (name, base)

@@ -59,6 +59,8 @@ def posteriordb_target(name_or_path: str) -> Target:
     `adaptmc.targets.named_draws.constrained_draws` for many draws) gives the posterior
     group; ``info["unconstrain"]`` is its inverse (dict -> ``(dim,)``, for ``init`` and for
     reading a run's draws back as positions); ``info["index_origin"] = 1``: Stan's labels.
+    ``parameter_names`` name the unconstrained coordinates as Stan does (`program_names`:
+    ``tau`` for the coordinate ``log tau``, ``theta_trans[1]``).
     """
     posterior = load_posterior(name_or_path)
     model = posteriordb_model(posterior)
@@ -75,7 +77,30 @@ def posteriordb_target(name_or_path: str) -> Target:
         },
     )
     target.info["constrain"] = target.constrain
-    return dataclasses.replace(target, reference=posterior_reference(posterior))
+    return dataclasses.replace(target, reference=posterior_reference(posterior),
+                               parameter_names=program_names(target.parameter_names))
+
+
+_TRANSFORM_PREFIXES = ("logit_", "log_")  # the translations' leaf names: log_tau, mu_raw...
+_TRANSFORM_SUFFIX = "_raw"
+
+
+def program_names(flat_names: tuple[str, ...]) -> tuple[str, ...]:
+    """The flat unconstrained coordinates named as Stan names them (its
+    ``unconstrained_param_names``, as a Stan program's target): each by the program's
+    parameter it represents, labelled 1-based, ``("log_tau", "theta_trans[0]", "mu_raw[1]")``
+    -> ``("tau", "theta_trans[1]", "mu[2]")``."""
+    out = []
+    for name in flat_names:
+        base, _, index = name.partition("[")
+        for prefix in _TRANSFORM_PREFIXES:
+            base = base.removeprefix(prefix)
+        base = base.removesuffix(_TRANSFORM_SUFFIX)
+        if index:
+            labels = (str(int(i) + 1) for i in index.rstrip("]").split(","))
+            base = f"{base}[{','.join(labels)}]"
+        out.append(base)
+    return tuple(out)
 
 
 def unconstrained_position(model: PosteriordbModel, values: dict) -> np.ndarray:
