@@ -75,10 +75,13 @@ def test_the_bench_row_makes_the_draws_of_the_command_line(tmp_path):
     """The bench's adaptmc-adaptive-portfolio row and `adaptmc sample --recipe
     adaptive-portfolio` with the same options and seed make identical draws (same warm-up,
     same trials, same winner)."""
+    from types import SimpleNamespace
+
     import arviz as az
 
     from adaptmc.cli import main
     from adaptmc_lab import bench
+    from adaptmc_lab.bench.quantities import run_positions
     from adaptmc_lab.bench.samplers import SAMPLERS, recipe_options
 
     config = bench.BenchConfig(num_chains=2, num_warmup=150, num_samples=80)
@@ -94,8 +97,8 @@ def test_the_bench_row_makes_the_draws_of_the_command_line(tmp_path):
     assert "portfolio" in idata.attrs
     won = json.loads(idata.attrs["portfolio"])["winner"] == "gadmala"
     assert output.params["gadmala_won"] == float(won)
-    cli = np.concatenate([np.asarray(v.values).reshape(2, v.shape[1], -1)
-                          for v in idata.posterior.data_vars.values()], axis=-1)
+    # the posterior holds theta, mu, tau; the bench reads them back as positions
+    cli = run_positions(SimpleNamespace(idata=idata), get_target(name))
     np.testing.assert_array_equal(cli, output.positions)
 
 

@@ -192,6 +192,38 @@ def test_constrain_inverts_unconstrain_and_names_match(name):
                                   [posterior.reference_mcse[n] for n in names])
 
 
+@pytest.mark.parametrize("name", POSTERIORS)
+def test_draws_are_stored_constrained_and_read_back(name):
+    """A run's posterior group holds the Stan program's quantities as ``constrain`` names
+    them (``theta``, ``mu``, ``tau``; labelled 1-based), and ``info["unconstrain"]`` maps
+    them back to the position (what the bench and ``init`` read)."""
+    from adaptmc.run.idata import posterior_variables
+
+    posterior = load_posterior(name)
+    model = posteriordb_model(posterior)
+    target = get_target(f"pdb-{name}")
+    positions = np.stack([reference_position(posterior, model, c, d) for c, d in POINTS])
+    stored = posterior_variables(target, positions[None])
+    assert set(stored) == set(group_named(dict.fromkeys(posterior.reference_draws, 0.0)))
+    assert target.info["index_origin"] == 1
+    back = [target.info["unconstrain"]({k: v[0, i] for k, v in stored.items()})
+            for i in range(len(POINTS))]
+    np.testing.assert_allclose(back, positions, rtol=1e-8, atol=1e-8)
+
+
+def test_init_names_the_programs_quantities():
+    """``init`` on a posteriordb target takes the names the posterior group shows."""
+    from adaptmc.targets.initial import unconstrained_point
+
+    target = get_target("pdb-eight_schools-eight_schools_noncentered")
+    point = unconstrained_point(target, {"tau": 2.0, "mu": 1.0})
+    values = target.constrain(point)
+    assert float(values["tau"]) == pytest.approx(2.0) and float(values["mu"]) == 1.0
+    np.testing.assert_allclose(values["theta"], 0.0)  # not named: where the target starts
+    with pytest.raises(ValueError, match="log_tau"):
+        unconstrained_point(target, {"log_tau": 0.5})
+
+
 def test_gradient_finite_at_reference_draws():
     for name in POSTERIORS:
         posterior = load_posterior(name)
@@ -268,3 +300,28 @@ def test_loader_rejects_mismatched_names(tmp_path):
         archive.writestr("b.json", "{}")
     with pytest.raises(ValueError, match="exactly one"):
         load_posterior(folder)
+
+
+def _program_parameters(code: str) -> set[str]:
+    """The names declared in a Stan program's ``parameters`` block."""
+    import re
+
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", code, flags=re.S)
+    block = re.search(r"(?<!transformed )parameters\s*\{([^}]*)\}", code)
+    return {re.findall(r"\w+", s)[-1] for s in block.group(1).split(";") if s.strip()}
+
+
+def test_coordinates_named_as_the_program_names_its_parameters():
+    """``parameter_names`` of every posteriordb target name the unconstrained coordinates by
+    the Stan program's parameters, 1-based, as Stan names them (``tau`` for log tau)."""
+    target = get_target("pdb-eight_schools-eight_schools_noncentered")
+    assert target.parameter_names == ("tau", "mu", *(f"theta_trans[{i}]" for i in range(1, 9)))
+    for name in POSTERIORS:
+        target = posteriordb_target(name)
+        names = target.parameter_names
+        assert len(names) == target.dim == len(set(names)), name
+        bases = {n.partition("[")[0] for n in names}
+        assert bases == _program_parameters(load_posterior(name).model_code), name
+        for base in bases:  # Stan's labels: 1..n
+            labels = [n[len(base) + 1:-1] for n in names if n.startswith(base + "[")]
+            assert labels == [str(i) for i in range(1, len(labels) + 1)], (name, base)

@@ -418,6 +418,46 @@ def test_readme_workflow_block_runs(monkeypatch, capsys):
     assert "elpd_loo" in capsys.readouterr().out
 
 
+def test_readme_command_line_block_runs(tmp_path):
+    """The README's predictive tuning and ``adaptmc predict`` commands, verbatim but for
+    small sizes appended to ``sample``, with ``mymodel:posterior`` a NumPyro logistic
+    regression (its ``posterior()`` a `from_numpyro` target)."""
+    pytest.importorskip("numpyro")
+    import shlex
+
+    import xarray as xr
+
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    section = text[text.index("## LOO, posterior predictive checks"):]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+    assert [c.split()[:2] for c in commands] == [["adaptmc", "sample"], ["adaptmc", "predict"]]
+    x, y = _logistic_data()
+    np.savez(tmp_path / "data.npz", x=x, y=y)
+    (tmp_path / "mymodel.py").write_text(
+        "import numpy as np\nimport numpyro\nimport numpyro.distributions as dist\n"
+        "from adaptmc.targets.numpyro_model import from_numpyro\n"
+        "def model(x, y=None):\n"
+        "    beta = numpyro.sample('beta', dist.Normal(0, 2).expand([2]).to_event(1))\n"
+        "    numpyro.sample('y', dist.Bernoulli(logits=x @ beta), obs=y)\n"
+        "def posterior():\n"
+        f"    data = np.load({str(tmp_path / 'data.npz')!r})\n"
+        "    return from_numpyro(model, data['x'], data['y'])\n")
+    env = {**os.environ, "PYTHONPATH": f"{SRC}:{tmp_path}"}
+    small = ["--chains", "2", "--draws", "40", "--warmup-steps", "150", "--tuning", "3",
+             "--no-progress"]
+    for command in commands:
+        words = shlex.split(command)[1:] + (small if "sample" in command else [])
+        done = subprocess.run([sys.executable, "-m", "adaptmc", *words], capture_output=True,
+                              text=True, cwd=tmp_path, env=env, timeout=900)
+        assert done.returncode == 0, (command, done.stderr[-3000:])
+    from adaptmc.run.store import read_draws
+
+    run = tmp_path / "runs" / "pred"
+    assert read_draws(run).tuning.attrs["objective"] == "heldout_log_predictive_density"
+    assert xr.open_dataset(run / "posterior_predictive.nc")["y"].shape == (2, 40, len(y))
+
+
 def test_pair_plot_marks_divergences_and_skips_generated_quantities(stan_idata, tmp_path,
                                                                     monkeypatch):
     from adaptmc import posterior_plots

@@ -38,6 +38,9 @@ def build_lab_parser() -> argparse.ArgumentParser:
                             "model: flips, burn_in, tune, measure, chains; "
                             "riemannian-logistic: num_burn, num_keep, repeats, caravan=1 "
                             "to add the sixth set), e.g. --set gradient_budget=4004")
+    repro.add_argument("--float32", action="store_true",
+                       help="single precision (default: float64, as adaptmc sample; "
+                            "dexter, ising and robot-arm only)")
     repro.add_argument("--no-compile-cache", action="store_true", help=COMPILE_CACHE_HELP)
 
     bench = add("bench", help="benchmark matrix: targets x samplers x seeds")
@@ -126,7 +129,7 @@ def cmd_reproduce(args) -> int:
     out = args.out or f"runs/{args.experiment}"
     sizes = parse_items(args.set, "--set", "NAME=VALUE", float) if args.set else None
     return run_experiment(args.experiment, out, quick=args.quick, force=args.force,
-                          seed=args.seed, sizes=sizes)
+                          seed=args.seed, sizes=sizes, float32=args.float32)
 
 
 def cmd_bench(args) -> int:

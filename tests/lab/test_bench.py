@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from adaptmc import io
 from adaptmc.cli import main
 from adaptmc_lab import bench
 from adaptmc_lab.bench import references
+from adaptmc_lab.bench.quantities import run_positions
 from adaptmc_lab.cli import main as lab_main
 from adaptmc_lab.targets import get_target
 
@@ -188,9 +190,37 @@ def test_a_recipe_row_makes_the_draws_of_the_command_line(tmp_path):
                  str(options["draws"]), "--out", str(out), "--no-progress"])
     assert code == 0
     idata = az.from_netcdf(out / "draws.nc")
-    cli = np.concatenate([np.asarray(v.values).reshape(2, v.shape[1], -1)
-                          for v in idata.posterior.data_vars.values()], axis=-1)
+    assert set(idata.posterior.data_vars) == {"theta", "mu", "tau"}  # constrained, as Stan's
+    cli = run_positions(SimpleNamespace(idata=idata), target)
     np.testing.assert_array_equal(cli, output.positions)
+
+
+def test_a_posteriordb_run_stored_constrained_keeps_its_accuracy():
+    """A posteriordb target's posterior group holds the Stan program's quantities (``theta``,
+    ``mu``, ``tau``), not the unconstrained leaves (``theta_trans``, ``log_tau``) it held
+    before; the bench reads them back as positions (`run_positions`), so the accuracy of a
+    run is the one the same run had stored the old way (the target without ``constrain``),
+    to rounding."""
+    import dataclasses
+
+    from adaptmc.kernels import HMCParams, hmc
+    from adaptmc.run import run
+
+    target = get_target(TINY_TARGET)
+    before = dataclasses.replace(target, constrain=None)  # draws stored as positions
+    settings = dict(num_super_transitions=6, gradient_budget=300, num_chains=2, seed=4,
+                    progress=False)
+    now, old = (run(t, hmc, HMCParams(0.3, 6), **settings) for t in (target, before))
+    assert set(old.idata.posterior.data_vars) == {"theta_trans", "mu", "log_tau"}
+    assert set(now.idata.posterior.data_vars) == {"theta", "mu", "tau"}
+    assert now.idata.posterior.attrs["index_origin"] == 1
+    positions = run_positions(now, target)
+    np.testing.assert_allclose(positions, run_positions(old, before), rtol=1e-12, atol=1e-12)
+    accuracy = [bench.evaluate(target, bench.SamplerOutput(p, 1, 1, 1.0, 0.0, 0, {}))
+                for p in (positions, run_positions(old, before))]
+    assert accuracy[0]["worst"] == accuracy[1]["worst"]
+    for column in ("max_err_sd", "max_err_mcse", "min_ess", "median_ess", "max_rhat"):
+        assert accuracy[0][column] == pytest.approx(accuracy[1][column], rel=1e-9), column
 
 
 def test_nuts_reference_recovers_a_gaussian_and_is_cached(tmp_path):

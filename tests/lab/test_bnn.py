@@ -215,27 +215,29 @@ def test_joint_density_gradient_is_finite_and_kernel_moves():
     assert not np.allclose(state.position, target.initial_position)
 
 
-def test_cv_objective_is_minus_the_held_out_loss():
+def test_heldout_pointwise_is_each_held_out_case_under_the_copy_that_held_it_out():
+    """The pointwise log-likelihood the library's predictive objective reads: case ``c``
+    held out by fold ``k``, Gaussian in both outputs at copy ``k``'s weights and noise
+    precision (a NumPy/SciPy computation, not the network's own)."""
     model = small_model(seed=9)
-    masks = cv.kfold_masks(24, 3, seed=9)
+    masks = np.concatenate([cv.kfold_masks(24, 3, seed=9), np.ones((1, 24))])
     target = cv.product_target(model, masks, key=jax.random.key(9))
-    positions = np.asarray(target.initial_position)[None, None].repeat(4, axis=1)
-    objective = cv.cv_objective(model, masks)
+    position = np.asarray(target.initial_position) + np.random.default_rng(9).normal(
+        0.0, 0.05, target.dim)
+    values = np.asarray(jax.jit(cv.heldout_pointwise(model, masks))(position))
     dim = target.info["copy_dim"]
-    losses = []
+    expected = []
     for k in range(3):
+        row = position[k * dim:(k + 1) * dim]
+        pos = bnn.unravel(model, jnp.asarray(row))
+        w = {g: np.asarray(v) for g, v in pos.weights.items()}
+        sd = np.exp(-0.5 * float(pos.log_precisions["noise"]))
         held = np.flatnonzero(masks[k] == 0)
-        mean = bnn.predictive_mean(model, positions[0, :, k * dim:(k + 1) * dim], model.x[held])
-        losses.append(float(bnn.squared_error(mean, model.y[held])))
-    assert objective(positions, {}, 0) == pytest.approx(-np.mean(losses), rel=1e-10)
-    log_objective = cv.cv_objective(model, masks, log_scale=True)
-    assert log_objective(positions, {}, 0) == pytest.approx(-np.log(np.mean(losses)), rel=1e-10)
-    stuck = cv.cv_objective(model, masks, fail_when_stuck=True)
-    assert np.isnan(stuck(positions, {"accepted": np.zeros((1, 4), bool)}, 0))
-    moved = {"accepted": np.eye(1, 4, dtype=bool)}
-    assert stuck(positions, moved, 0) == pytest.approx(-np.mean(losses), rel=1e-10)
-    with pytest.raises(ValueError, match="loss"):
-        cv.cv_loss(model, masks, positions, loss="hinge")
+        f = np.tanh(np.asarray(model.x)[held] @ w["input_hidden"] + w["hidden_bias"])
+        f = f @ w["hidden_output"] + w["output_bias"]
+        expected.append(stats.norm.logpdf(np.asarray(model.y)[held], f, sd).sum(axis=1))
+    assert values.shape == (24,)  # every case held out by exactly one fold; not the 4th copy
+    np.testing.assert_allclose(values, np.concatenate(expected), rtol=1e-10)
 
 
 def test_bad_inputs_raise():

@@ -12,7 +12,7 @@ from scipy import stats
 from adaptmc_lab.datasets import dexter
 
 DATA = dexter.default_dir()
-REFERENCE = Path(__file__).parent / "data" / "bnn_one_layer_reference.npz"
+REFERENCE = Path(__file__).parents[1] / "data" / "bnn_one_layer_reference.npz"
 needs_data = pytest.mark.skipif(not (DATA / "dexter.param").is_file(),
                                 reason=f"Dexter data not found in {DATA}")
 
@@ -261,3 +261,42 @@ def test_quick_mode_from_the_command_line(tmp_path):
     out = tmp_path / "quick"
     assert main(["reproduce", "dexter", "--quick", "--out", str(out)]) == 0
     assert len((out / "dexter_test.resu").read_text().split()) == 2000
+
+
+@needs_data
+def test_reward_is_the_library_predictive_objective(data):
+    """The bandit's reward is `adaptmc.heldout.predictive_objective` of the folds' held-out
+    pointwise log-likelihood (as the robot arm's and a user's ``objective="predictive"``):
+    the rows the segment keeps are `cv.heldout_pointwise` at the chain's states, and the score
+    of draws equals the library objective on those draws and minus the held-out log loss of
+    their predictive mean (the reward Dexter had)."""
+    import jax
+    import jax.numpy as jnp
+
+    from adaptmc.heldout import predictive_objective
+    from adaptmc_lab.experiments import dexter as experiment
+    from adaptmc_lab.models import cv
+    from adaptmc_lab.models.bnn_hmc import BNNState
+
+    config = experiment.Config(**SMOKE_CONFIG)
+    problem = experiment.prepare(config, 1, data)
+    pointwise = cv.heldout_pointwise(problem.model, problem.masks,
+                                     inputs=problem.inputs[:, :300])
+    start, _ = experiment.find_start(problem, 10)
+    rows = experiment.max_steps(config)
+    segment = experiment.make_segment(problem, rows)
+    state = BNNState(start, problem.target.logdensity(start))
+    state, _, values, _, _ = segment(jax.random.key(0), state, 0.05, 4, 3)
+    values = np.asarray(values)
+    assert values.shape == (rows, 300) and not values[3:].any()
+    np.testing.assert_allclose(values[2], pointwise(state.position), rtol=1e-12)
+
+    draws = np.asarray(start) + 0.05 * np.random.default_rng(0).standard_normal((5, start.size))
+    score = experiment.cv_log_score(np.stack([pointwise(jnp.asarray(d)) for d in draws]))
+    assert score == pytest.approx(predictive_objective(pointwise)(draws, {}, 0), rel=1e-12)
+    probs = np.mean([experiment.make_predictor(problem)(jnp.asarray(d)) for d in draws], 0)
+    held = [np.flatnonzero(mask == 0) for mask in problem.masks]
+    log_loss = np.mean([-np.mean(np.log(np.where(problem.y_train[h] > 0.5, probs[k, h],
+                                                 1 - probs[k, h])))
+                        for k, h in enumerate(held)])
+    assert score == pytest.approx(-log_loss, rel=1e-10)

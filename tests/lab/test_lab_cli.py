@@ -67,3 +67,31 @@ def test_every_posteriordb_posterior_is_a_stan_target_of_the_lab():
         assert model.endswith(f"{name}/model.stan") and data.endswith("data.json.zip")
     assert stan_posterior_files("stan-nothing") is None
     assert stan_posterior_files("pdb-arK-arK") is None
+
+
+@pytest.mark.parametrize("float32", [False, True])
+def test_reproduce_is_float64_unless_asked_whatever_jax_flag(monkeypatch, tmp_path, float32):
+    """``adaptmc-lab reproduce`` runs in float64 with JAX's x64 flag off (as ``adaptmc
+    sample``), in float32 with ``--float32``."""
+    import jax
+
+    from adaptmc_lab import experiments
+
+    seen = {}
+    monkeypatch.setitem(experiments.EXPERIMENTS, "robot-arm",
+                        lambda out, **kw: seen.update(x64=jax.config.read("jax_enable_x64")))
+    jax.config.update("jax_enable_x64", float32)  # the opposite of what is asked
+    try:
+        code = main(["reproduce", "robot-arm", "--out", str(tmp_path / "r"),
+                     "--no-compile-cache", *(["--float32"] if float32 else [])])
+    finally:
+        jax.config.update("jax_enable_x64", True)  # the suite's setting (conftest)
+    assert code == 0 and seen == {"x64": not float32}
+
+
+def test_reproduce_float32_refused_where_the_experiment_is_float64(tmp_path, capsys):
+    out = tmp_path / "never"
+    code = main(["reproduce", "hmc-cost", "--float32", "--out", str(out), "--no-compile-cache"])
+    err = capsys.readouterr().err
+    assert code == 2 and "computes in float64 only" in err and err.count("error:") == 1
+    assert not out.exists()

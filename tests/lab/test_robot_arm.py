@@ -9,7 +9,7 @@ import pytest
 
 from adaptmc_lab.experiments import robot_arm as experiment
 
-REFERENCE_DIR = Path(__file__).parent / "data"
+REFERENCE_DIR = Path(__file__).parents[1] / "data"
 
 SMOKE = experiment.Config(
     num_hidden=4, num_folds=2, num_super_transitions=3, gradient_budget=40, num_seeds=1,
@@ -81,8 +81,10 @@ def test_smoke_experiment_runs_end_to_end(smoke_run):
 @pytest.mark.slow  # the shared smoke run compiles five samplers (about 55 s)
 def test_smoke_numbers_are_unchanged(smoke_run):
     """The robot-arm reproduction (smoke size, seed 0) gives the test errors and rewards it
-    gave before `MLPSpec` took several layers (read back from its ``results.json``: JSON
-    keeps every float exactly)."""
+    gave when its reward became the library's predictive objective (read back from its
+    ``results.json``: JSON keeps every float exactly). The lab's own squared-error reward
+    before it gave the same test errors at this size (expert, NUTS and the GP-UCB chain,
+    bit for bit) and the rewards -0.1121, 0.1155, 0.1893 (minus the log of the MSE)."""
     stored = json.loads((REFERENCE_DIR / "robot_arm_smoke_reference.json").read_text())
     results = json.loads((smoke_run / "results.json").read_text())
     methods = results["seeds"][0]["methods"]
@@ -134,3 +136,41 @@ def test_after_burn_in_hides_the_first_rewards_from_the_tuner():
     assert seen == [0.3, 0.3, 0.1, 0.2]
     np.testing.assert_array_equal(state["inner"]["rewards"], [1.0, 2.0])
     assert tuner.best(state) == {"step_size": 0.2}
+
+
+def test_the_bandit_reward_is_the_library_predictive_objective():
+    """The robot arm's bandit reads the library's held-out log predictive density
+    (`adaptmc.heldout.predictive_objective`, what ``objective="predictive"`` computes) of
+    the folds' held-out cases: the mean over cases of ``log (1/S) sum_s p(y_c | theta_s)``
+    from the draws of the copy that held the case out. The full-data copy's draws do not
+    enter; a divergence does not void the reward; a super-transition that accepted
+    nothing scores NaN (``fail_when_stuck``)."""
+    from scipy.special import logsumexp
+
+    from adaptmc.heldout import predictive_objective
+    from adaptmc_lab.datasets import robot_arm as data_module
+    from adaptmc_lab.models import bnn, cv
+
+    data = data_module.generate(5)
+    model = bnn.make_bnn(bnn.MLPSpec(2, 4, 2), data.x_train[:24], data.y_train[:24])
+    masks = np.concatenate([cv.kfold_masks(24, SMOKE.num_folds, 5), np.ones((1, 24))])
+    target = cv.product_target(model, masks)
+    rng = np.random.default_rng(5)
+    positions = (np.asarray(target.initial_position)
+                 + rng.normal(0.0, 0.05, (1, 6, target.dim)))
+    reward = experiment.cv_log_score(model, masks, SMOKE)
+    pointwise = cv.heldout_pointwise(model, masks, folds=range(SMOKE.num_folds))
+    values = np.stack([np.asarray(pointwise(p)) for p in positions[0]])  # (draws, 24)
+    expected = np.mean(logsumexp(values, axis=0) - np.log(6))
+    library = predictive_objective(pointwise)(positions, {}, 0)
+    assert reward(positions, {}, 0) == library
+    assert library == pytest.approx(expected, rel=1e-10)
+    full_copy = positions.copy()
+    full_copy[..., -target.info["copy_dim"]:] += 0.3
+    assert reward(full_copy, {}, 0) == library
+    fold_copy = positions.copy()
+    fold_copy[..., : target.info["copy_dim"]] += 0.3
+    assert reward(fold_copy, {}, 0) != library
+    divergent = {"is_divergent": np.ones((1, 6), bool), "accepted": np.eye(1, 6, dtype=bool)}
+    assert reward(positions, divergent, 0) == library
+    assert np.isnan(reward(positions, {"accepted": np.zeros((1, 6), bool)}, 0))

@@ -13,7 +13,8 @@ import numpy as np
 def unconstrained_point(target: Any, values: dict) -> np.ndarray:
     """The ``(dim,)`` unconstrained position of the named constrained ``values``: through
     Stan's own ``unconstrain``, NumPyro's ``unconstrain_fn``, the PyMC transforms' forward
-    maps, or (a JAX log density without ``constrain``) the parameters themselves.
+    maps, a built-in target's ``info["unconstrain"]``, or (a JAX log density without
+    ``constrain``) the parameters themselves.
     `ValueError` naming an unknown parameter or a value outside its support."""
     start = _named_start(target)
     if not start:
@@ -49,6 +50,8 @@ def _unconstrain(target, merged: dict):
                                      info["model_kwargs"], merged))
     if info.get("source") == "pymc":
         return _ravel(_pymc_unconstrain(info["model"], merged))
+    if "unconstrain" in info:  # a built-in translation of a Stan program (posteriordb)
+        return info["unconstrain"](merged)
     return _ravel(merged)
 
 
@@ -65,6 +68,8 @@ def _named_start(target) -> dict[str, np.ndarray]:
         return {k: np.asarray(v) for k, v in unconstrained.items()} \
             if isinstance(unconstrained, dict) else {}
     named = target.constrain(target.initial_position)
+    if "unconstrain" in info:  # its constrained quantities are its named parameters
+        return {k: np.asarray(v) for k, v in named.items()}
     if info.get("source") == "pymc":
         model = info["model"]
         return {rv.name: np.asarray(named[rv.name]) for rv in model.free_RVs}

@@ -1,8 +1,9 @@
 """The posteriordb posteriors as JAX log densities: `posteriordb_target` pairs a posterior's
 data and reference (`adaptmc.datasets.posteriordb`) with its translated Stan program
 (`adaptmc.targets.posteriordb_models`, `adaptmc.targets.stan_translations`). The draws are
-stored constrained and named as the reference names them (``theta[1]``...), which is what the
-benchmark compares with the reference.
+stored constrained and named as the Stan program and the reference name them (``theta``,
+``mu``, ``tau``, not the unconstrained ``theta_trans``, ``log_tau``), labelled 1-based as
+Stan's (``theta[1]``), which is what the benchmark compares with the reference.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
 from adaptmc.datasets.posteriordb import POSTERIORS, Posterior, load_posterior
 from adaptmc.targets import posteriordb_models as models
@@ -54,24 +54,64 @@ def posteriordb_target(name_or_path: str) -> Target:
 
     ``reference`` holds the published reference's mean, sd and MCSE over the constrained
     quantities under the reference names (e.g. ``"theta[1]"``, in the reference draws'
-    order; Magnusson et al. 2024); ``info`` carries ``posterior`` (the name) and
-    ``constrain``: flat unconstrained position ``(dim,)`` -> dict of constrained arrays (use
-    `adaptmc.targets.named_draws.constrained_draws` for many draws).
+    order; Magnusson et al. 2024). The target's ``constrain`` (also ``info["constrain"]``:
+    flat unconstrained position ``(dim,)`` -> dict of constrained arrays; use
+    `adaptmc.targets.named_draws.constrained_draws` for many draws) gives the posterior
+    group; ``info["unconstrain"]`` is its inverse (dict -> ``(dim,)``, for ``init`` and for
+    reading a run's draws back as positions); ``info["index_origin"] = 1``: Stan's labels.
+    ``parameter_names`` name the unconstrained coordinates as Stan does (`program_names`:
+    ``tau`` for the coordinate ``log tau``, ``theta_trans[1]``).
     """
     posterior = load_posterior(name_or_path)
     model = posteriordb_model(posterior)
-    _, unravel = ravel_pytree(model.initial_params)
     target = make_target(
         model.logdensity,
         model.initial_params,
         name=f"pdb-{posterior.name}",
+        constrain=model.constrain,
         info={
             "posterior": posterior.name,
             "path": str(posterior.path),
-            "constrain": lambda position: model.constrain(unravel(position)),
+            "index_origin": 1,
+            "unconstrain": lambda values: unconstrained_position(model, values),
         },
     )
-    return dataclasses.replace(target, reference=posterior_reference(posterior))
+    target.info["constrain"] = target.constrain
+    return dataclasses.replace(target, reference=posterior_reference(posterior),
+                               parameter_names=program_names(target.parameter_names))
+
+
+_TRANSFORM_PREFIXES = ("logit_", "log_")  # the translations' leaf names: log_tau, mu_raw...
+_TRANSFORM_SUFFIX = "_raw"
+
+
+def program_names(flat_names: tuple[str, ...]) -> tuple[str, ...]:
+    """The flat unconstrained coordinates named as Stan names them (its
+    ``unconstrained_param_names``, as a Stan program's target): each by the program's
+    parameter it represents, labelled 1-based, ``("log_tau", "theta_trans[0]", "mu_raw[1]")``
+    -> ``("tau", "theta_trans[1]", "mu[2]")``."""
+    out = []
+    for name in flat_names:
+        base, _, index = name.partition("[")
+        for prefix in _TRANSFORM_PREFIXES:
+            base = base.removeprefix(prefix)
+        base = base.removesuffix(_TRANSFORM_SUFFIX)
+        if index:
+            labels = (str(int(i) + 1) for i in index.rstrip("]").split(","))
+            base = f"{base}[{','.join(labels)}]"
+        out.append(base)
+    return tuple(out)
+
+
+def unconstrained_position(model: PosteriordbModel, values: dict) -> np.ndarray:
+    """The flat unconstrained position ``(dim,)`` of one draw's constrained ``values``
+    (``constrain``'s dict: ``{"theta": (8,), "mu": (), "tau": ()}``), in ``ravel_pytree``
+    order."""
+    params = model.unconstrain({k: np.asarray(v, float) for k, v in values.items()})
+    leaves = jax.tree.leaves(jax.tree.map(
+        lambda ref, v: np.asarray(v, float).reshape(np.shape(ref)), model.initial_params,
+        params))
+    return np.concatenate([np.ravel(leaf) for leaf in leaves])
 
 
 def posterior_reference(posterior: Posterior) -> Reference:
@@ -88,10 +128,7 @@ def posterior_reference(posterior: Posterior) -> Reference:
 def reference_position(posterior: Posterior, model: PosteriordbModel, chain: int, draw: int):
     """The flat unconstrained position ``(dim,)`` of one reference draw."""
     flat = {name: draws[chain, draw] for name, draws in posterior.reference_draws.items()}
-    params = model.unconstrain(group_named(flat))
-    params = jax.tree.map(lambda ref, v: jnp.asarray(v, float).reshape(jnp.shape(ref)),
-                          model.initial_params, params)
-    return ravel_pytree(params)[0]
+    return jnp.asarray(unconstrained_position(model, group_named(flat)))
 
 
 def posteriordb_targets() -> dict[str, Callable[[], Target]]:

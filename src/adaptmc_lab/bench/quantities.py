@@ -51,12 +51,21 @@ def bnn_quantities(target, positions: np.ndarray) -> tuple[list[str], np.ndarray
     return names, values.reshape(chains, draws, len(names))
 
 
-def run_positions(result) -> np.ndarray:
-    """``(chains, draws, dim)`` flat draws of a `RunResult`, in ``ravel_pytree`` order
-    (`adaptmc.run` writes the posterior's variables in tree-flatten order, which is ravel
-    order)."""
+def run_positions(result, target=None) -> np.ndarray:
+    """``(chains, draws, dim)`` flat unconstrained draws of a `RunResult`, in
+    ``ravel_pytree`` order. A target that stores its draws constrained and gives the
+    inverse map (a posteriordb translation: ``theta``, ``mu``, ``tau`` for ``theta_trans``,
+    ``mu``, ``log_tau``; ``info["unconstrain"]``) has each draw mapped back; otherwise the
+    posterior's variables are the positions (`adaptmc.run` writes them in tree-flatten
+    order, which is ravel order)."""
     posterior = result.idata.posterior
     chains, draws = posterior.sizes["chain"], posterior.sizes["draw"]
+    info = getattr(target, "info", {})
+    if getattr(target, "constrain", None) is not None and "unconstrain" in info:
+        values = {name: np.asarray(posterior[name].values) for name in posterior.data_vars}
+        rows = [info["unconstrain"]({k: v[c, d] for k, v in values.items()})
+                for c in range(chains) for d in range(draws)]
+        return np.asarray(rows).reshape(chains, draws, -1)
     return np.concatenate(
         [np.asarray(posterior[name].values).reshape(chains, draws, -1)
          for name in posterior.data_vars],

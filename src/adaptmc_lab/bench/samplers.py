@@ -67,7 +67,8 @@ def recipe_sampler(row: str) -> Callable[[Any, int, BenchConfig], SamplerOutput]
         compile_s = result.compile_s  # the warm-up's compilation included
         tuning = result.idata.tuning
         host_s = float(np.sum(tuning["tuner_s"].values) + np.sum(tuning["objective_s"].values))
-        return SamplerOutput(run_positions(result), result.num_grads - sampling_grads,
+        return SamplerOutput(run_positions(result, target),
+                             result.num_grads - sampling_grads,
                              sampling_grads, wall - compile_s, compile_s,
                              int(stats["diverging"].values.sum()),
                              _final_setting(result.idata), host_s)

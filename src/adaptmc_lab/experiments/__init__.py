@@ -97,13 +97,27 @@ EXPERIMENTS: dict[str, Callable[..., int]] = {
 }
 
 
+# The experiments that compute in float64 whatever they are asked (their module turns JAX's
+# ``jax_enable_x64`` on): ``float32`` is refused for them.
+FLOAT64_ONLY = frozenset({"gradient-adaptive", "hmc-cost", "hmc-sensitivity", "manifold",
+                          "main-vs-nuts", "riemannian-logistic", "tuned-vs-oracle"})
+
+
 def run_experiment(name: str, out, quick: bool = False, force: bool = False,
-                   seed: int = 0, sizes: dict | None = None) -> int:
+                   seed: int = 0, sizes: dict | None = None, float32: bool = False) -> int:
     """Run experiment ``name`` into the folder ``out``; ``sizes`` (``NAME: value``) replace
     fields of its run configuration, for experiments that take them (a budget between
-    ``--quick`` and the source's full protocol)."""
+    ``--quick`` and the source's full protocol). In float64 whatever JAX's global flag, as
+    `adaptmc.sample` and ``adaptmc sample``; ``float32`` (``--float32``) asks for single
+    precision, refused by the experiments in `FLOAT64_ONLY`."""
+    import jax
+
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
+    if float32 and name in FLOAT64_ONLY:
+        raise ValueError(f"--float32: experiment {name!r} computes in float64 only; drop "
+                         "--float32")
+    jax.config.update("jax_enable_x64", not float32)
     return int(EXPERIMENTS[name](out, quick=quick, force=force, seed=seed, sizes=sizes) or 0)
 
 

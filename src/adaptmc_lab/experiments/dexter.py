@@ -12,10 +12,12 @@ Protocol (re-run here, budget a parameter):
   weights with Neal's per-weight step scales, Gibbs on the precisions
   (`adaptmc_lab.models.bnn_hmc`). The 10 fold networks form one product chain; one product
   gradient counts once;
-- adaptive: after each super-transition of ``gradient_budget`` gradients, the held-out
-  reward (minus the mean over folds of the held-out log loss, or error rate, of the
-  super-transition's predictive mean) updates GP-UCB (Wang 2012, Algorithm 3) or the
-  parametric bandit (Wang & de Freitas 2011) over ``eps`` in [0.01, 0.61] and ``L`` in
+- adaptive: after each super-transition of ``gradient_budget`` gradients, the library's
+  predictive objective (`adaptmc.heldout.predictive_objective`, what a user's
+  ``objective="predictive"`` computes: the mean over the 300 training cases of the log of
+  the predictive probability of each case's label, from the super-transition's draws of the
+  fold network that held it out; `cv_log_score`) updates GP-UCB (Wang 2012, Algorithm 3) or
+  the parametric bandit (Wang & de Freitas 2011) over ``eps`` in [0.01, 0.61] and ``L`` in
   [20, 2000]; the first ``tuner_burn_in`` super-transitions run the expert setting and
   are hidden from the tuner (rewards of a chain still burning in would stretch the bandit's
   reward normalisation);
@@ -82,7 +84,6 @@ class Config(NamedTuple):
     num_features: int = data_module.NUM_SELECTED
     hidden: tuple[int, ...] = (20, 8)
     tuners: tuple[str, ...] = ("gp-ucb", "parametric")
-    reward: str = "log_loss"
     burn_in: float = 0.25
     tuner_burn_in: int = 2
 
@@ -191,11 +192,22 @@ def make_predictor(problem: Problem):
 # ----------------------------------------------------------------------------- chains
 
 
-def make_segment(problem: Problem):
-    """One super-transition of the product chain: ``num_steps`` transitions (traced), summing
-    each transition's predictive probabilities. Returns ``(state, sums: (copies, 2600),
-    acceptance sum, any accepted)``."""
+def max_steps(config: Config) -> int:
+    """The most transitions of one super-transition: ``gradient_budget`` over the shortest
+    trajectory (the box's or the expert's) plus one."""
+    shortest = min(config.num_leapfrog_box[0], int(config.expert["num_leapfrog"]))
+    return config.gradient_budget // (max(shortest, 1) + 1)
+
+
+def make_segment(problem: Problem, rows: int):
+    """One super-transition of the product chain: ``num_steps <= rows`` transitions (traced),
+    summing each transition's predictive probabilities and keeping each transition's held-out
+    pointwise log-likelihood (`adaptmc_lab.models.cv.heldout_pointwise`; the draws, 63,960
+    numbers each, are not kept). Returns ``(state, sums: (copies, 2600), pointwise: (rows,
+    300), acceptance sum, any accepted)``; rows past ``num_steps`` are zero."""
     predict = make_predictor(problem)
+    pointwise = cv.heldout_pointwise(problem.model, problem.masks,
+                                     inputs=problem.inputs[:, :300])
     target = problem.target
 
     @jax.jit
@@ -203,28 +215,34 @@ def make_segment(problem: Problem):
         params = BNNHMCParams(step_size, num_leapfrog)
 
         def body(i, carry):
-            state, sums, accept, accepted = carry
+            state, sums, values, accept, accepted = carry
             state, info = bnn_hmc_step(jax.random.fold_in(key, i), state, target, params)
-            return (state, sums + predict(state.position), accept + info.acceptance_rate,
-                    accepted | info.accepted)
+            values = values.at[i].set(pointwise(state.position))
+            return (state, sums + predict(state.position), values,
+                    accept + info.acceptance_rate, accepted | info.accepted)
 
         sums = jnp.zeros((problem.masks.shape[0], problem.inputs.shape[1]))
-        return jax.lax.fori_loop(0, num_steps, body, (state, sums, 0.0, False))
+        values = jnp.zeros((rows, problem.masks.shape[1]))
+        return jax.lax.fori_loop(0, num_steps, body, (state, sums, values, 0.0, False))
 
     return segment
 
 
-def held_out_loss(problem: Problem, probs: np.ndarray, loss: str) -> float:
-    """Mean over folds of the held-out loss of ``probs: (copies, 2600)``."""
-    losses = []
-    for k, mask in enumerate(problem.masks):
-        held = np.flatnonzero(mask == 0)
-        p, y = probs[k, held], problem.y_train[held]
-        if loss == "error_rate":
-            losses.append(np.mean((p > 0.5) != (y > 0.5)))
-        else:
-            losses.append(-np.mean(np.log(np.clip(np.where(y > 0.5, p, 1 - p), 1e-12, 1))))
-    return float(np.mean(losses))
+def cv_log_score(values: np.ndarray) -> float:
+    """The bandit's reward: the library's predictive objective
+    (`adaptmc.heldout.predictive_objective`) of one super-transition, ``values: (S, 300)``
+    its ``S`` transitions' held-out pointwise log-likelihoods (`make_segment`): the mean over
+    the training cases of ``log((1/S) sum_s p(y_c | theta_s))``, ``theta_s`` the draws of the
+    fold network that held case ``c`` out. The segment evaluates
+    `adaptmc_lab.models.cv.heldout_pointwise` at each draw as it goes, so the objective's
+    pointwise function here is the identity."""
+    from adaptmc.heldout import predictive_objective
+
+    return predictive_objective(_same)(np.asarray(values), {}, 0)
+
+
+def _same(row):
+    return row
 
 
 def run_hmc(problem: Problem, config: Config, start, seed: int, tuner=None, log=print,
@@ -232,7 +250,8 @@ def run_hmc(problem: Problem, config: Config, start, seed: int, tuner=None, log=
     """The product chain for ``config.num_super_transitions`` super-transitions at expert
     settings (``tuner=None``) or tuned by ``tuner`` on the held-out reward; ``segment``: a
     compiled `make_segment` to reuse."""
-    segment = segment or make_segment(problem)
+    rows = max_steps(config)
+    segment = segment or make_segment(problem, rows)
     state = BNNState(start, problem.target.logdensity(start))
     key = jax.random.key(seed)
     tuner_state = None if tuner is None else tuner.init(jax.random.fold_in(key, 1))
@@ -248,12 +267,14 @@ def run_hmc(problem: Problem, config: Config, start, seed: int, tuner=None, log=
         step_size = float(proposal["step_size"])
         num_leapfrog = int(min(round(float(proposal["num_leapfrog"])), config.gradient_budget - 1))
         num_steps = config.gradient_budget // (num_leapfrog + 1)
+        if num_steps > rows:
+            raise ValueError(f"dexter: L {num_leapfrog} below the box's and the expert's")
         tick_st = time.perf_counter()
-        state, sums, accept, accepted = segment(key_run, state, step_size, num_leapfrog,
-                                                num_steps)
+        state, sums, values, accept, accepted = segment(key_run, state, step_size,
+                                                        num_leapfrog, num_steps)
         sums = np.asarray(sums)
         record["wall_s_each"].append(time.perf_counter() - tick_st)
-        reward = -held_out_loss(problem, sums / num_steps, config.reward)
+        reward = cv_log_score(np.asarray(values)[:num_steps])
         if not bool(accepted) or not math.isfinite(reward):
             reward = float("nan")  # nothing new was drawn: says little about the setting
         if tuned:
@@ -369,7 +390,7 @@ def run_experiment(config: Config, seed: int = 0, out: Path | None = None, log=p
     budget = config.num_super_transitions * config.gradient_budget
     methods = {}
     plans = [(f"adaptive {name}", name) for name in config.tuners] + [("expert", None)]
-    segment = make_segment(problem)
+    segment = make_segment(problem, max_steps(config))
     for label, tuner_name in plans:
         log(f"{label}:")
         tuner = None if tuner_name is None else _tuner(tuner_name, config)
@@ -446,7 +467,7 @@ def format_table(config: Config, methods: dict, start_grads: int) -> str:
         f"super-transitions x {config.gradient_budget} gradients = {budget} product gradients "
         f"per method (+{start_grads} Adam steps from a common start; Neal's budget "
         f"{FULL_BUDGET}). Errors on the 300 validation cases; burn-in {config.burn_in:.0%} "
-        f"of the budget; reward: held-out {config.reward}.",
+        f"of the budget; reward: the library's held-out log score.",
         "",
         "| method | mean | median | majority vote | gradients | wall (s) | projected full "
         "budget (h) |",

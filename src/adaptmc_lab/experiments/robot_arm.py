@@ -10,10 +10,14 @@ with the same gradient budget for the chain that predicts the test set:
    training set (`adaptmc_lab.models.cv`), all advanced with the same ``(eps, L)`` by
    `adaptmc_lab.models.bnn_hmc` (HMC on weights, Gibbs on precisions, Neal's per-weight step
    scales). After each super-transition the bandit (GP-UCB, Wang 2012, Algorithm 3; GP-Hedge;
-   or the parametric bandit of Wang & de Freitas 2011, `make_tuner`) is rewarded with minus
-   the log of the mean held-out squared error of the folds' predictive means (the full-data
-   network is not scored). Test errors are reported for the full-data network and, as the
-   thesis reports them, for each CV network (mean, median and sd over networks).
+   or the parametric bandit of Wang & de Freitas 2011, `make_tuner`) is rewarded with the
+   library's predictive objective (`adaptmc.heldout.predictive_objective`, what a user's
+   ``objective="predictive"`` computes): the mean over the training cases of the log of
+   the predictive density of each case, from the draws of the network that held it out
+   (`cv_log_score`; the thesis: minus the log of the held-out squared error of the folds'
+   predictive means). The full-data network is not scored. Test errors are reported for
+   the full-data network and, as the thesis reports them, for each CV network (mean,
+   median and sd over networks).
 2. **expert HMC**: the same kernel on the full data at fixed settings ``EXPERT``.
 3. **NUTS**: BlackJAX NUTS with window adaptation on the joint posterior of weights and log
    precisions; warm-up gradients count towards the budget.
@@ -209,8 +213,7 @@ def _adaptive_method(bandit: str, model, start, data, config: Config, seed: int)
     masks = np.concatenate([cv.kfold_masks(len(data.x_train), config.num_folds, seed),
                             np.ones((1, len(data.x_train)))])
     target = cv.product_target(model, masks, name="robot-arm-cv")
-    objective = cv.cv_objective(model, masks, loss="mse", folds=range(config.num_folds),
-                                log_scale=True, fail_when_stuck=config.fail_when_stuck)
+    objective = cv_log_score(model, masks, config)
     box = make_box({"step_size": config.step_size_box, "num_leapfrog": config.num_leapfrog_box},
                    integer=("num_leapfrog",))
     tuner = _ignore_divergences(make_tuner(bandit, box, config))
@@ -242,6 +245,29 @@ def _adaptive_method(bandit: str, model, start, data, config: Config, seed: int)
                    "acceptance_rate": tuning["acceptance_rate"].values},
         "acceptance_rate": float(np.mean(tuning["acceptance_rate"].values)),
     }
+
+
+def cv_log_score(model, masks: np.ndarray, config: Config):
+    """The bandit's reward: the library's held-out log predictive density
+    (`adaptmc.heldout.predictive_objective`) of the folds' held-out cases
+    (`adaptmc_lab.models.cv.heldout_pointwise`), from one super-transition's draws. A
+    divergent trajectory of a network at a large step is a rejection (the chain stays put),
+    not a failed run, so divergences do not void the reward, as in the thesis; with
+    ``config.fail_when_stuck`` a super-transition that accepted nothing scores NaN: it drew
+    nothing new, and its one repeated state says little about the setting."""
+    from adaptmc.heldout import predictive_objective
+
+    score = predictive_objective(cv.heldout_pointwise(model, masks,
+                                                      folds=range(config.num_folds)))
+
+    def reward(positions: np.ndarray, stats: dict, num_grads: int) -> float:
+        if config.fail_when_stuck and "accepted" in stats and not np.any(stats["accepted"]):
+            return float("nan")
+        kept = {k: v for k, v in stats.items() if k != "is_divergent"}
+        return score(positions, kept, num_grads)
+
+    reward.__name__ = "cv_log_score"
+    return reward
 
 
 def make_tuner(bandit: str, box, config: Config):
@@ -288,8 +314,9 @@ def _nuts_method(target, model, start, data, config: Config, seed: int) -> dict:
 
 
 def _ignore_divergences(tuner):
-    """Pass the tuner zero divergences: the predictive reward already reflects rejected
-    trajectories, which for a BNN at a large step size are rejections, not failed runs."""
+    """Pass the tuner zero divergences: the predictive reward (`cv_log_score`) already
+    reflects rejected trajectories, which for a BNN at a large step size are rejections, not
+    failed runs."""
     return tuner._replace(
         update=lambda state, proposal, reward, stats: tuner.update(
             state, proposal, reward, {**stats, "divergences": 0}

@@ -95,7 +95,8 @@ def format_table(config, per_seed: list) -> str:
         f"Robot arm, {len(per_seed)} seed(s) {[s['seed'] for s in per_seed]}: "
         f"{config.num_super_transitions} super-transitions x {config.gradient_budget} "
         f"gradients per chain, {config.num_hidden} tanh hidden units, "
-        f"{config.num_folds}-fold CV reward, burn-in {burn}. True-function test error "
+        f"{config.num_folds}-fold CV reward (held-out log predictive density), burn-in {burn}. "
+        f"True-function test error "
         f"(floor of these draws): "
         f"{_pm(floor.mean(), floor.std(ddof=1) if len(floor) > 1 else float('nan'))}.",
         "",

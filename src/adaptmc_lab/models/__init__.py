@@ -12,7 +12,7 @@ from adaptmc_lab.models.bnn import (
     neal_prior,
 )
 from adaptmc_lab.models.bnn_hmc import BNNHMCParams, BNNState, bnn_hmc
-from adaptmc_lab.models.cv import cv_objective, kfold_masks, product_target
+from adaptmc_lab.models.cv import heldout_pointwise, kfold_masks, product_target
 
 __all__ = [
     "BNN",
@@ -24,7 +24,7 @@ __all__ = [
     "MLPSpec",
     "bnn_hmc",
     "bnn_target",
-    "cv_objective",
+    "heldout_pointwise",
     "kfold_masks",
     "make_bnn",
     "neal_prior",

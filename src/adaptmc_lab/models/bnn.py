@@ -284,7 +284,7 @@ def forward(spec: MLPSpec, weights: dict, x: Array) -> Array:
     return hidden @ weights["hidden_output"] + weights["output_bias"]
 
 
-def _all_precisions(model: BNN, log_precisions: dict) -> dict:
+def all_precisions(model: BNN, log_precisions: dict) -> dict:
     """Precision of every weight group and the noise, fixed ones included."""
     out = {}
     for g in weight_groups(model.spec) + ("noise",):
@@ -306,6 +306,12 @@ def _sum_squares(model: BNN, weights: dict, group: str) -> tuple[Array, int]:
 def log_likelihood(model: BNN, weights: dict, noise_precision: Array, mask: Array) -> Array:
     """``sum_c mask_c log p(y_c | x_c, w)``; ``mask: (n,)`` of 0/1 case weights, so held-out
     cases of a cross-validation fold contribute exactly zero (value and gradient)."""
+    return jnp.sum(mask * pointwise_log_likelihood(model, weights, noise_precision))
+
+
+def pointwise_log_likelihood(model: BNN, weights: dict, noise_precision: Array) -> Array:
+    """``log p(y_c | x_c, w, tau)`` of each case: ``(n,)``; a case of a Gaussian network is
+    its row of ``K`` outputs."""
     f = forward(model.spec, weights, model.x)
     if model.spec.likelihood == "gaussian":
         resid = model.y - f
@@ -319,7 +325,7 @@ def log_likelihood(model: BNN, weights: dict, noise_precision: Array, mask: Arra
     else:
         logp = jax.nn.log_softmax(f, axis=1)
         per_case = jnp.take_along_axis(logp, model.y[:, None], axis=1)[:, 0]
-    return jnp.sum(mask * per_case)
+    return per_case
 
 
 def log_prior_weights(model: BNN, weights: dict, precisions: dict) -> Array:
@@ -345,7 +351,7 @@ def log_joint(model: BNN, position: Array, mask: Array | None = None) -> Array:
     Gamma hyperpriors and the Jacobian ``sum log tau``. ``position: (dim,)``."""
     mask = jnp.ones(model.x.shape[0], model.x.dtype) if mask is None else mask
     pos = unravel(model, position)
-    precisions = _all_precisions(model, pos.log_precisions)
+    precisions = all_precisions(model, pos.log_precisions)
     total = log_likelihood(model, pos.weights, precisions["noise"], mask)
     total = total + log_prior_weights(model, pos.weights, precisions)
     for g, log_tau in pos.log_precisions.items():
@@ -423,7 +429,7 @@ def step_scales(model: BNN, log_precisions: dict, mask: Array) -> Array:
     curvature over the precision of the weights into it).
     """
     spec, sizes = model.spec, model.spec.hidden_sizes
-    prec = _all_precisions(model, log_precisions)
+    prec = all_precisions(model, log_precisions)
     num_cases = jnp.sum(mask)
     out_curv = prec["noise"] if spec.likelihood == "gaussian" else jnp.asarray(0.25, model.x.dtype)
     # curvature of a unit of each hidden layer, propagated back from the outputs
@@ -501,6 +507,3 @@ def log_loss(probs: Array, y: Array, floor: float = 1e-12) -> Array:
     else:
         p = jnp.take_along_axis(probs, y.astype(jnp.int32)[:, None], axis=-1)[:, 0]
     return -jnp.mean(jnp.log(jnp.maximum(p, floor)))
-
-
-LOSSES = {"mse": squared_error, "error_rate": error_rate, "log_loss": log_loss}

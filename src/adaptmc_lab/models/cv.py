@@ -4,8 +4,9 @@ Wang & de Freitas (2011), "Predictive adaptation of hybrid Monte Carlo with Baye
 parametric bandits", Sec. 3.2; Wang (2012), Sec. 4.1. For n-fold cross-validation, n copies
 of the network run as one product chain, copy k trained on every fold but k; after each
 super-transition, copy k predicts its held-out fold from the draws of that super-transition
-only, and the mean held-out loss is the bandit's reward (its negative: higher is better;
-normalisation to [0, 1] is the tuner's business).
+only. The reward is the library's predictive objective (`adaptmc.heldout`) on the held-out
+cases' pointwise log-likelihood (`heldout_pointwise`): the log score where the thesis used
+the squared error (higher is better; normalisation to [0, 1] is the tuner's business).
 
 Folds are masks, not index sets: every copy sees all n cases with 0/1 case weights, so the
 copies have equal shapes and are vmapped; a held-out case has weight 0 in the likelihood
@@ -84,63 +85,32 @@ def product_target(model: bnn.BNN, masks: np.ndarray, name: str = "bnn-cv",
     )
 
 
-def copy_draws(positions: np.ndarray, copies: int) -> np.ndarray:
-    """``positions: (chains, draws, copies * dim) -> (copies, chains * draws, dim)``."""
-    positions = np.asarray(positions)
-    chains, draws, total = positions.shape
-    rows = positions.reshape(chains * draws, copies, total // copies)
-    return np.moveaxis(rows, 1, 0)
-
-
-def cv_loss(model: bnn.BNN, masks: np.ndarray, positions: np.ndarray, loss: str = "mse",
-            folds: Sequence[int] | None = None, max_draws: int = 200,
-            inputs: np.ndarray | None = None) -> float:
-    """Mean over folds of the held-out loss of each fold's posterior predictive mean.
-
-    ``positions: (chains, draws, copies * dim)``; ``folds``: the rows of ``masks`` that are
-    folds (default: every row whose mask has a zero); at most ``max_draws`` draws, evenly
-    thinned, enter each prediction. ``loss``: ``"mse"`` (squared error summed over outputs),
-    ``"error_rate"`` or ``"log_loss"`` (`adaptmc_lab.models.bnn.LOSSES`); ``inputs: (copies, n,
-    I)``: per-copy inputs (`product_target`).
-    """
-    if loss not in bnn.LOSSES:
-        raise ValueError(f"loss must be one of {sorted(bnn.LOSSES)}, got {loss!r}")
+def heldout_pointwise(model: bnn.BNN, masks: np.ndarray, folds: Sequence[int] | None = None,
+                      inputs: np.ndarray | None = None):
+    """The pointwise log-likelihood of the held-out cases that the library's predictive
+    objective reads (`adaptmc.heldout.predictive_objective`): ``position: (copies * dim,) ->
+    (h,)``, for each fold ``k`` (rows of ``masks`` with a zero; default all of them) the
+    log-likelihood ``log p(y_c | x_c, theta_k)`` of each case ``c`` that fold holds out, at
+    copy ``k``'s parameters (weights and noise precision). With every case held out by one
+    fold, the objective's mean over ``h = n`` cases of the log of the Monte Carlo predictive
+    density is the k-fold cross-validated log score of one super-transition's draws (Wang &
+    de Freitas 2011, Sec. 3.2, with the log score for the squared error). ``inputs``: see
+    `product_target`."""
     masks = np.asarray(masks)
     if folds is None:
         folds = [k for k in range(masks.shape[0]) if np.any(masks[k] == 0)]
-    draws = copy_draws(positions, masks.shape[0])
-    if draws.shape[1] > max_draws:
-        draws = draws[:, np.linspace(0, draws.shape[1] - 1, max_draws).round().astype(int)]
-    losses = []
-    for k in folds:
-        held = np.flatnonzero(masks[k] == 0)
-        x = model.x if inputs is None else jnp.asarray(inputs[k], model.x.dtype)
-        mean = bnn.predictive_mean(model, jnp.asarray(draws[k]), x[held])
-        losses.append(float(bnn.LOSSES[loss](mean, model.y[held])))
-    return float(np.mean(losses))
+    held = [jnp.asarray(np.flatnonzero(masks[k] == 0)) for k in folds]
+    xs = [model.x if inputs is None else jnp.asarray(inputs[k], model.x.dtype) for k in folds]
+    copies = masks.shape[0]
 
+    def pointwise(position: Array) -> Array:
+        rows = position.reshape(copies, -1)
+        values = []
+        for k, cases, x in zip(folds, held, xs, strict=True):
+            pos = bnn.unravel(model, rows[k])
+            noise = bnn.all_precisions(model, pos.log_precisions)["noise"]
+            per_case = bnn.pointwise_log_likelihood(model._replace(x=x), pos.weights, noise)
+            values.append(per_case[cases])
+        return jnp.concatenate(values)
 
-def cv_objective(model: bnn.BNN, masks: np.ndarray, loss: str = "mse",
-                 folds: Sequence[int] | None = None, log_scale: bool = False,
-                 max_draws: int = 200, fail_when_stuck: bool = False,
-                 inputs: np.ndarray | None = None):
-    """The predictive reward as a run-loop objective ``(positions, stats, num_grads) ->
-    float``: minus the mean cross-validated loss of the draws of one super-transition (Wang
-    & de Freitas 2011, Sec. 3.2), or minus its log with ``log_scale``. Rejections and
-    divergent trajectories are part of the chain and do not void the reward; a non-finite
-    loss gives NaN, and so, with ``fail_when_stuck``, does a super-transition in which no
-    proposal was accepted (``stats["accepted"]`` all false): it drew nothing new, and the
-    prediction of its single repeated state says little about the setting. ``inputs``: see
-    `cv_loss`."""
-
-    def objective(positions: np.ndarray, stats: dict, num_grads: int) -> float:
-        if positions.shape[1] < 1:
-            return float("nan")
-        if fail_when_stuck and "accepted" in stats and not np.any(stats["accepted"]):
-            return float("nan")
-        value = cv_loss(model, masks, positions, loss, folds, max_draws, inputs)
-        if not np.isfinite(value) or (log_scale and value <= 0):
-            return float("nan")
-        return float(-np.log(value) if log_scale else -value)
-
-    return objective
+    return pointwise
