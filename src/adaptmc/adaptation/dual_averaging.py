@@ -14,6 +14,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from adaptmc.targets.base import LEAN_COMPILE
+
 
 class DualAveragingState(NamedTuple):
     log_step_size: jnp.ndarray  # x_t, the current iterate
@@ -33,7 +35,7 @@ def da_init(initial_step_size, ten=10.0) -> DualAveragingState:
 # `da_init` as one compiled program for a caller outside `jit` (run eagerly, each of its
 # operations compiles on its own); pass ``ten=10.0`` as an argument, so that XLA computes
 # log(10) as the eager operation does rather than folding it at compile time
-da_init_compiled = jax.jit(da_init)
+da_init_compiled = jax.jit(da_init, compiler_options=LEAN_COMPILE)
 
 
 def da_update(
