@@ -47,7 +47,7 @@ import numpy as np
 
 from adaptmc.adaptation import metric_choice
 from adaptmc.adaptation.chains import chain_grads, regroup_far_chains
-from adaptmc.adaptation.dual_averaging import da_final_step_size, da_init_compiled
+from adaptmc.adaptation.dual_averaging import da_final_step_size_compiled, da_init_compiled
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
 from adaptmc.adaptation.warmup_programs import (
     CHUNK,
@@ -198,7 +198,7 @@ class _Chains:
 
     def restart_step_size(self) -> None:
         """Dual averaging restarted from each chain's averaged step."""
-        self.da = da_init_compiled(da_final_step_size(self.da), 10.0)
+        self.da = da_init_compiled(da_final_step_size_compiled(self.da), 10.0)
 
     def keep_or_revert(self) -> bool:
         """After a chunk: when most of its transitions diverged under a metric newer than
@@ -212,7 +212,7 @@ class _Chains:
             self.da = da_init_compiled(steps, 10.0)
             return True
         if not diverged:
-            self.trusted = (self.metric, da_final_step_size(self.da))
+            self.trusted = (self.metric, da_final_step_size_compiled(self.da))
         return False
 
 
@@ -317,7 +317,7 @@ def _result(run: _Chains, kind: str, choice: dict, updates: int, final_start: in
         inverse_mass = metric
     return EarlyWarmup(
         positions=np.asarray(run.state.position),
-        step_size=float(np.median(np.asarray(da_final_step_size(run.da)))),
+        step_size=float(np.median(np.asarray(da_final_step_size_compiled(run.da)))),
         inverse_mass=inverse_mass, metric=kind, trajectory_steps=steps,
         draws=np.concatenate(run.out["x"][first:], axis=1), logdensity=lp_all,
         num_grads=run.num_grads,
