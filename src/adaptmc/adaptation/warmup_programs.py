@@ -16,7 +16,7 @@ from adaptmc.adaptation.chains import over_chains
 from adaptmc.adaptation.dual_averaging import da_init, da_update
 from adaptmc.adaptation.low_rank import LowRankInverseMass
 from adaptmc.adaptation.window import reasonable_step_size
-from adaptmc.targets.base import LEAN_COMPILE, QUICK_COMPILE, compiled
+from adaptmc.targets.base import QUICK_COMPILE, compiled
 
 CHUNK = 10
 """NUTS transitions per chain in one call of the chunk program."""
@@ -52,8 +52,7 @@ def chunk_program(target, target_accept: float):
     outputs)``: the key split (`split_keys`), then per chain `CHUNK` NUTS transitions under the
     shared low-rank-plus-diagonal metric ``(diag, vectors, values)`` with dual averaging of
     the chain's step size; outputs per transition: position, gradient, log density,
-    leapfrog steps, divergent. Compiled with `LEAN_COMPILE` (half the compilation; the
-    model's sums may round differently in the last bit than at XLA's defaults)."""
+    leapfrog steps, divergent."""
     import blackjax
     from blackjax.mcmc.metrics import LowRankInverseMassMatrix
 
@@ -81,7 +80,7 @@ def chunk_program(target, target_accept: float):
             jax.lax.scan, body, length=CHUNK))(start)
         return key, state, da, out
 
-    return jax.jit(chunk, compiler_options=LEAN_COMPILE)
+    return jax.jit(chunk)
 
 
 def split_keys(key, chains: int):

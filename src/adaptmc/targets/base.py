@@ -175,15 +175,7 @@ def _with_observations(info: dict, log_likelihood, observed_data, constant_data)
     return info
 
 
-LEAN_COMPILE = {"xla_cpu_use_fusion_emitters": False}
-"""``jax.jit(..., compiler_options=LEAN_COMPILE)``: XLA's CPU backend emits fused loops with
-its older emitter instead of its MLIR fusion emitters, which take most of the warm-up's NUTS
-program's compilation (about half of it). Element-wise results are the same bit for bit;
-a model's sums and products of matrices may round differently in the last bit (of the
-posteriors measured, gp_pois_regr's), so it is used for the warm-up, not for what samples
-(the super-transition loop: there it also runs slower). Other backends ignore it."""
-
-QUICK_COMPILE = {**LEAN_COMPILE, "xla_backend_optimization_level": 0}
+QUICK_COMPILE = {"xla_backend_optimization_level": 0}
 """``jax.jit(..., compiler_options=QUICK_COMPILE)`` for the small programs a run calls once or
 a few times and whose results do not enter the chains' arithmetic: the random keys and
 jittered starts (integer work and one addition, the same bits at any level), the initial
