@@ -54,6 +54,7 @@ from adaptmc.adaptation.warmup_programs import (
     chunk_program,
     first_program,
     padded,
+    split,
 )
 from adaptmc.targets.base import compiled
 
@@ -149,19 +150,24 @@ class _Chains:
             tick = time.perf_counter()
             program = compiled(self.target, cache_key,
                                lambda: chunk_program(self.target, self.target_accept))
-            program.lower(*self._args()).compile()
+            program.lower(self._rows(split(self.key, self.state.position.shape[0])[1])
+                          ).compile()
             self.compile_s += time.perf_counter() - tick
         program = self.target.programs[cache_key]
-        self.key, self.state, self.da, out = program(*self._args())
+        self.key, keys = split(self.key, self.state.position.shape[0])
+        self.state, self.da, out = program(self._rows(keys))
         for name, value in zip(self.out, out, strict=True):
             self.out[name].append(np.asarray(value))
         self.num_grads += chain_grads(self.out["steps"][-1])
         self.calls += 1
 
-    def _args(self):
-        """The chunk program's arguments: the key, the chains' states and dual averaging,
-        the shared metric's arrays (`padded`)."""
-        return self.key, self.state, self.da, padded(self.metric, self.rank)
+    def _rows(self, keys):
+        """The chunk program's argument: per chain its key, state, dual averaging and the
+        (shared) metric's arrays."""
+        chains = keys.shape[0]
+        metric = tuple(np.broadcast_to(a, (chains, *np.shape(a)))
+                       for a in padded(self.metric, self.rank))
+        return keys, self.state, self.da, metric
 
     def adapt(self) -> None:
         """After a chunk: keep or revert, re-estimate the metric, swap the estimators when

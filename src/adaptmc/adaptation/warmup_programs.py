@@ -2,7 +2,7 @@
 chains' starts, and the chunk of `CHUNK` NUTS transitions per chain (BlackJAX's kernel,
 parameters at call time: Hoffman & Gelman 2014, Alg. 3 and 6), each one program per target
 and shape whose key, states, step sizes and metric are arguments, the key splits and the
-dual averaging's start inside them."""
+dual averaging's start inside the first."""
 
 from __future__ import annotations
 
@@ -48,39 +48,40 @@ def first_program(target):
 
 
 def chunk_program(target, target_accept: float):
-    """``(key, states, dual averaging, metric) -> (next key, states, dual averaging,
-    outputs)``: the key split (`split_keys`), then per chain `CHUNK` NUTS transitions under the
-    shared low-rank-plus-diagonal metric ``(diag, vectors, values)`` with dual averaging of
-    the chain's step size; outputs per transition: position, gradient, log density,
-    leapfrog steps, divergent."""
+    """Per chain, `CHUNK` NUTS transitions under a shared low-rank-plus-diagonal metric with
+    dual averaging of the chain's step size: ``rows -> (states, dual averaging, outputs)``,
+    ``rows`` per chain its key (`split`), state, dual averaging and the metric's arrays
+    (broadcast); outputs per transition: position, gradient, log density, leapfrog steps,
+    divergent."""
     import blackjax
     from blackjax.mcmc.metrics import LowRankInverseMassMatrix
 
     kernel = blackjax.nuts.build_kernel()
 
-    def body(carry, _):
-        # one chain's transition t; its keys and the metric ride in the carry, so that
-        # the chains' map runs `jax.lax.scan` itself (the path to a kernel step stays short)
-        state, da, keys, t, (diag, vectors, values) = carry
+    def one(row):
+        key, state, da, metric = row  # the metric is every chain's (broadcast)
+        diag, vectors, values = metric
         inverse_mass = LowRankInverseMassMatrix(jnp.sqrt(diag), vectors, values)
-        state, info = kernel(keys[t], state, target.logdensity, jnp.exp(da.log_step_size),
-                             inverse_mass)
-        da = da_update(da, info.acceptance_rate, target_accept)
-        return (state, da, keys, t + 1, (diag, vectors, values)), (
-            state.position, state.logdensity_grad, state.logdensity,
-            info.num_integration_steps, info.is_divergent)
 
-    def chunk(key, state, da, metric):
-        chains = state.position.shape[0]
-        key, keys = split_keys(key, chains)
-        steps = jax.vmap(functools.partial(jax.random.split, num=CHUNK))(keys)
-        shared = tuple(jnp.broadcast_to(a, (chains, *a.shape)) for a in metric)
-        start = (state, da, steps, jnp.zeros(chains, jnp.int32), shared)
-        (state, da, *_), out = over_chains(functools.partial(
-            jax.lax.scan, body, length=CHUNK))(start)
-        return key, state, da, out
+        def body(carry, key):
+            state, da = carry
+            state, info = kernel(key, state, target.logdensity, jnp.exp(da.log_step_size),
+                                 inverse_mass)
+            da = da_update(da, info.acceptance_rate, target_accept)
+            return (state, da), (state.position, state.logdensity_grad, state.logdensity,
+                                 info.num_integration_steps, info.is_divergent)
 
-    return jax.jit(chunk)
+        (state, da), out = jax.lax.scan(body, (state, da), jax.random.split(key, CHUNK))
+        return state, da, out
+
+    return jax.jit(over_chains(one))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def split(key, chains: int):
+    """`split_keys` as one compiled program, for the chunk's keys (run eagerly, the same
+    operations compile three)."""
+    return split_keys(key, chains)
 
 
 def split_keys(key, chains: int):
