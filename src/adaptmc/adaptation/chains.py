@@ -83,7 +83,8 @@ def regroup_far_chains(run, first_chunk: int) -> dict | None:
     if moved:
         rows = np.arange(len(lp))
         rows[moved] = best
-        run.state = jax.tree_util.tree_map(lambda a: a[rows], run.state)
-        run.da = jax.tree_util.tree_map(lambda a: a[rows], run.da)
+        # rows picked on the host: indexing a device array compiles a program per shape
+        run.state = jax.tree_util.tree_map(lambda a: np.asarray(a)[rows], run.state)
+        run.da = jax.tree_util.tree_map(lambda a: np.asarray(a)[rows], run.da)
     return {"moved": moved, "to": best if moved else None,
             "kept": [c for c, lower in found if not lower]}

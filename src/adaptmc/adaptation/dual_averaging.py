@@ -9,10 +9,13 @@ in NumPyro's ``dual_averaging() -> (init, update)`` spirit.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+from adaptmc.targets.base import QUICK_COMPILE
 
 
 class DualAveragingState(NamedTuple):
@@ -30,10 +33,24 @@ def da_init(initial_step_size, ten=10.0) -> DualAveragingState:
     return DualAveragingState(log_eps, zero, zero, jnp.log(ten) + log_eps, zero)
 
 
-# `da_init` as one compiled program for a caller outside `jit` (run eagerly, each of its
-# operations compiles on its own); pass ``ten=10.0`` as an argument, so that XLA computes
-# log(10) as the eager operation does rather than folding it at compile time
-da_init_compiled = jax.jit(da_init)
+@functools.partial(jax.jit, compiler_options=QUICK_COMPILE)
+def _on_host(log_step_size_avg, initial_step_size, ten):
+    """``(exp(log_step_size_avg), da_init(initial_step_size, ten))``: what a caller outside
+    ``jit`` needs, in one program (run eagerly, each operation compiles on its own)."""
+    return jnp.exp(log_step_size_avg), da_init(initial_step_size, ten)
+
+
+def da_init_compiled(initial_step_size, ten=10.0) -> DualAveragingState:
+    """`da_init` for a caller outside ``jit``: pass ``ten=10.0`` as an argument, so that XLA
+    computes log(10) as the eager operation does rather than folding it at compile time.
+    Element-wise logs and exps: the same bits at `QUICK_COMPILE` as at XLA's defaults
+    (checked on 1e5 values)."""
+    return _on_host(initial_step_size, initial_step_size, ten)[1]
+
+
+def da_final_step_size_compiled(state: DualAveragingState):
+    """`da_final_step_size` for a caller outside ``jit`` (the program of `da_init_compiled`)."""
+    return _on_host(state.log_step_size_avg, state.log_step_size_avg, 10.0)[0]
 
 
 def da_update(

@@ -39,27 +39,26 @@ every step of the longest chain costs every chain's gradient (`lockstep`).
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation import metric_choice, settled
-from adaptmc.adaptation.chains import chain_grads, over_chains, regroup_far_chains
-from adaptmc.adaptation.dual_averaging import (
-    da_final_step_size,
-    da_init_compiled,
-    da_update,
-)
+from adaptmc.adaptation.chains import chain_grads, regroup_far_chains
+from adaptmc.adaptation.dual_averaging import da_final_step_size_compiled, da_init_compiled
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
-from adaptmc.adaptation.window import reasonable_step_size
-from adaptmc.targets.base import QUICK_COMPILE, compiled
+from adaptmc.adaptation.warmup_programs import (
+    CHUNK,
+    chunk_program,
+    first_program,
+    padded,
+    split,
+)
+from adaptmc.targets.base import compiled
 
-CHUNK = 10
 EARLY_SHARE = 0.3
 FINAL_SHARE = 0.15
 DENSE_MAX_DIM = 64
@@ -116,69 +115,6 @@ def schedule(num_steps: int) -> tuple[int, int]:
     return min(early, num_steps - final), num_steps - final
 
 
-def _first_program(target):
-    """Per chain: the log density and gradient at the start, nutpie's initial inverse mass
-    ``1 / |grad|`` and the first step under it (`reasonable_step_size`)."""
-
-    def one(row):
-        key, x = row
-        logdensity, grad = target.logdensity_and_grad(x)
-        scale = jnp.abs(grad)
-        inverse_mass = jnp.clip(jnp.where(scale > 0, 1.0 / scale, 1.0), 1e-20, 1e20)
-        step, grads = reasonable_step_size(key, target, x, inverse_mass=inverse_mass)
-        return logdensity, grad, inverse_mass, step, grads
-
-    return compiled(target, "early_warmup_first", lambda: jax.jit(
-        over_chains(one), compiler_options=QUICK_COMPILE))
-
-
-def _chunk_program(target, target_accept):
-    """Per chain, `CHUNK` NUTS transitions under a shared low-rank-plus-diagonal metric with
-    dual averaging of the chain's step size; returns the chains' states, dual averaging and
-    per transition (position, gradient, log density, leapfrog steps, divergent)."""
-    import blackjax
-    from blackjax.mcmc.metrics import LowRankInverseMassMatrix
-
-    kernel = blackjax.nuts.build_kernel()
-
-    def one(row):
-        key, state, da, metric = row  # the metric is every chain's (broadcast)
-        diag, vectors, values = metric
-        inverse_mass = LowRankInverseMassMatrix(jnp.sqrt(diag), vectors, values)
-
-        def body(carry, key):
-            state, da = carry
-            state, info = kernel(key, state, target.logdensity, jnp.exp(da.log_step_size),
-                                 inverse_mass)
-            da = da_update(da, info.acceptance_rate, target_accept)
-            return (state, da), (state.position, state.logdensity_grad, state.logdensity,
-                                 info.num_integration_steps, info.is_divergent)
-
-        (state, da), out = jax.lax.scan(body, (state, da), jax.random.split(key, CHUNK))
-        return state, da, out
-
-    return jax.jit(over_chains(one))
-
-
-@functools.partial(jax.jit, static_argnums=1)
-def _split(key, chains: int):
-    """``(next key, one key per chain)``: ``key`` split in two, the second split per chain;
-    one compiled program where the same operations run eagerly compile three."""
-    key, key_chains = jax.random.split(key)
-    return key, jax.random.split(key_chains, chains)
-
-
-def _padded(metric: LowRankInverseMass, rank: int):
-    """``metric`` as the program's arrays: ``rank`` directions, the unused ones with
-    eigenvalue 1 (no effect)."""
-    diag, vectors, values = (np.asarray(a, dtype=float) for a in metric)
-    dim, k = vectors.shape
-    padded_vectors = np.zeros((dim, rank))
-    padded_values = np.ones(rank)
-    padded_vectors[:, :k], padded_values[:k] = vectors[:, :rank], values[:rank]
-    return diag, padded_vectors, padded_values
-
-
 class _Chains:
     """The warm-up's running state on the host: chain states, dual averaging, the metric,
     every transition's outputs so far and where the schedule stands (`advance` runs a chunk,
@@ -188,13 +124,11 @@ class _Chains:
         self.target, self.rank, self.key = target, rank, key
         self.compile_s, self.calls, self.started = 0.0, 0, time.perf_counter()
         chains = positions.shape[0]
-        self.key, keys = _split(key, chains)
-        logdensity, grad, inverse_mass, steps, grads = _first_program(target)(
-            (keys, positions))
+        self.key, logdensity, grad, inverse_mass, self.da, grads = first_program(target)(
+            key, positions, 10.0)
         from blackjax.mcmc.hmc import HMCState
 
         self.state = HMCState(positions, logdensity, grad)
-        self.da = da_init_compiled(steps, 10.0)
         # pooled over chains by the geometric mean: a scale, not a location
         diag = np.exp(np.mean(np.log(np.asarray(inverse_mass)), axis=0))
         self.metric = LowRankInverseMass(diag, np.zeros((positions.shape[1], 0)), np.zeros(0))
@@ -220,12 +154,12 @@ class _Chains:
         if cache_key not in self.target.programs:
             tick = time.perf_counter()
             program = compiled(self.target, cache_key,
-                               lambda: _chunk_program(self.target, self.target_accept))
-            program.lower(self._rows(_split(self.key, self.state.position.shape[0])[1])
+                               lambda: chunk_program(self.target, self.target_accept))
+            program.lower(self._rows(split(self.key, self.state.position.shape[0])[1])
                           ).compile()
             self.compile_s += time.perf_counter() - tick
         program = self.target.programs[cache_key]
-        self.key, keys = _split(self.key, self.state.position.shape[0])
+        self.key, keys = split(self.key, self.state.position.shape[0])
         self.state, self.da, out = program(self._rows(keys))
         for name, value in zip(self.out, out, strict=True):
             self.out[name].append(np.asarray(value))
@@ -237,7 +171,7 @@ class _Chains:
         (shared) metric's arrays."""
         chains = keys.shape[0]
         metric = tuple(np.broadcast_to(a, (chains, *np.shape(a)))
-                       for a in _padded(self.metric, self.rank))
+                       for a in padded(self.metric, self.rank))
         return keys, self.state, self.da, metric
 
     def adapt(self) -> None:
@@ -277,7 +211,7 @@ class _Chains:
 
     def restart_step_size(self) -> None:
         """Dual averaging restarted from each chain's averaged step."""
-        self.da = da_init_compiled(da_final_step_size(self.da), 10.0)
+        self.da = da_init_compiled(da_final_step_size_compiled(self.da), 10.0)
 
     def keep_or_revert(self) -> bool:
         """After a chunk: when most of its transitions diverged under a metric newer than
@@ -291,7 +225,7 @@ class _Chains:
             self.da = da_init_compiled(steps, 10.0)
             return True
         if not diverged:
-            self.trusted = (self.metric, da_final_step_size(self.da))
+            self.trusted = (self.metric, da_final_step_size_compiled(self.da))
         return False
 
 
@@ -390,7 +324,7 @@ def _result(run: _Chains, kind: str, choice: dict, updates: int, final_start: in
         inverse_mass = metric
     return EarlyWarmup(
         positions=np.asarray(run.state.position),
-        step_size=float(np.median(np.asarray(da_final_step_size(run.da)))),
+        step_size=float(np.median(np.asarray(da_final_step_size_compiled(run.da)))),
         inverse_mass=inverse_mass, metric=kind, trajectory_steps=steps,
         draws=np.concatenate(run.out["x"][first:], axis=1), logdensity=lp_all,
         num_grads=run.num_grads,

@@ -11,6 +11,7 @@ counts its gradients, checkpoints it and resumes it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -20,6 +21,7 @@ import numpy as np
 
 from adaptmc import tuners
 from adaptmc.kernels.base import Kernel
+from adaptmc.targets.base import QUICK_COMPILE
 from adaptmc.tuners.base import Tuner
 
 
@@ -131,7 +133,7 @@ def run_keys(seed: int, stage: str = "run"):
     return _all_keys(np.int64(seed))[stage]
 
 
-@jax.jit
+@functools.partial(jax.jit, compiler_options=QUICK_COMPILE)
 def _all_keys(seed) -> dict:
     root = jax.random.key(seed)
     key_init, key_run = jax.random.split(root)

@@ -1,0 +1,102 @@
+"""The early warm-up's compiled programs (`adaptmc.adaptation.early`): the first, at the
+chains' starts, and the chunk of `CHUNK` NUTS transitions per chain (BlackJAX's kernel,
+parameters at call time: Hoffman & Gelman 2014, Alg. 3 and 6), each one program per target
+and shape whose key, states, step sizes and metric are arguments, the key splits and the
+dual averaging's start inside the first."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from adaptmc.adaptation.chains import over_chains
+from adaptmc.adaptation.dual_averaging import da_init, da_update
+from adaptmc.adaptation.low_rank import LowRankInverseMass
+from adaptmc.adaptation.window import reasonable_step_size
+from adaptmc.targets.base import QUICK_COMPILE, compiled
+
+CHUNK = 10
+"""NUTS transitions per chain in one call of the chunk program."""
+
+
+def first_program(target):
+    """``(key, positions: (chains, dim), ten) -> (next key, log densities, gradients,
+    inverse masses, dual averaging, gradients spent)``: the warm-up's key split (`split_keys`)
+    and per chain the log density and gradient at the start, nutpie's initial inverse mass
+    ``1 / |grad|`` and the first step under it (`reasonable_step_size`), whose dual
+    averaging starts there (`da_init`; ``ten`` an argument, as `da_init_compiled` takes
+    it); one program where each part compiled one of its own."""
+
+    def one(row):
+        key, x = row
+        logdensity, grad = target.logdensity_and_grad(x)
+        scale = jnp.abs(grad)
+        inverse_mass = jnp.clip(jnp.where(scale > 0, 1.0 / scale, 1.0), 1e-20, 1e20)
+        step, grads = reasonable_step_size(key, target, x, inverse_mass=inverse_mass)
+        return logdensity, grad, inverse_mass, step, grads
+
+    def first(key, positions, ten):
+        key, keys = split_keys(key, positions.shape[0])
+        logdensity, grad, inverse_mass, step, grads = over_chains(one)((keys, positions))
+        return key, logdensity, grad, inverse_mass, da_init(step, ten), grads
+
+    return compiled(target, "early_warmup_first", lambda: jax.jit(
+        first, compiler_options=QUICK_COMPILE))
+
+
+def chunk_program(target, target_accept: float):
+    """Per chain, `CHUNK` NUTS transitions under a shared low-rank-plus-diagonal metric with
+    dual averaging of the chain's step size: ``rows -> (states, dual averaging, outputs)``,
+    ``rows`` per chain its key (`split`), state, dual averaging and the metric's arrays
+    (broadcast); outputs per transition: position, gradient, log density, leapfrog steps,
+    divergent."""
+    import blackjax
+    from blackjax.mcmc.metrics import LowRankInverseMassMatrix
+
+    kernel = blackjax.nuts.build_kernel()
+
+    def one(row):
+        key, state, da, metric = row  # the metric is every chain's (broadcast)
+        diag, vectors, values = metric
+        inverse_mass = LowRankInverseMassMatrix(jnp.sqrt(diag), vectors, values)
+
+        def body(carry, key):
+            state, da = carry
+            state, info = kernel(key, state, target.logdensity, jnp.exp(da.log_step_size),
+                                 inverse_mass)
+            da = da_update(da, info.acceptance_rate, target_accept)
+            return (state, da), (state.position, state.logdensity_grad, state.logdensity,
+                                 info.num_integration_steps, info.is_divergent)
+
+        (state, da), out = jax.lax.scan(body, (state, da), jax.random.split(key, CHUNK))
+        return state, da, out
+
+    return jax.jit(over_chains(one))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def split(key, chains: int):
+    """`split_keys` as one compiled program, for the chunk's keys (run eagerly, the same
+    operations compile three)."""
+    return split_keys(key, chains)
+
+
+def split_keys(key, chains: int):
+    """``(next key, one key per chain)``: ``key`` split in two, the second split per chain
+    (inside the warm-up's programs: no program of its own)."""
+    key, key_chains = jax.random.split(key)
+    return key, jax.random.split(key_chains, chains)
+
+
+def padded(metric: LowRankInverseMass, rank: int):
+    """``metric`` as the program's arrays: ``rank`` directions, the unused ones with
+    eigenvalue 1 (no effect)."""
+    diag, vectors, values = (np.asarray(a, dtype=float) for a in metric)
+    dim, k = vectors.shape
+    padded_vectors = np.zeros((dim, rank))
+    padded_values = np.ones(rank)
+    padded_vectors[:, :k], padded_values[:k] = vectors[:, :rank], values[:rank]
+    return diag, padded_vectors, padded_values
