@@ -1,0 +1,112 @@
+"""Sampling with NUTS under the warm-up's final metric and step sizes, and NUTS's reward.
+
+The warm-up (`adaptmc.adaptation.early`) already runs NUTS (Hoffman & Gelman 2014, Alg. 6;
+BlackJAX's multinomial kernel) in one compiled chunk program whose metric and step sizes are
+arguments. Sampling with NUTS calls that same program (no second NUTS is compiled) with
+dual averaging frozen: every chunk starts from a dual-averaging state whose update moves
+the log step by ``sqrt(t) / (gamma (t + t0))`` per transition with ``t = FROZEN_T``, i.e.
+by less than ``1e-8`` over a chunk, so each chain samples at its final averaged step
+``exp(xbar)`` of the warm-up (Alg. 5's frozen step). Draws past ``draws`` in the last
+chunk are dropped; their gradients are counted, as every gradient computed is
+(`adaptmc.adaptation.chains.chain_grads`).
+
+NUTS's reward (`nuts_reward`) is the bandit's (`adaptmc.objectives.robust_ess_per_grad`,
+over the run) measured on NUTS draws under the final metric: those of the warm-up's final
+window after its first chunk, where the metric is fixed and only the step size still
+adapts (`final_window`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from adaptmc.adaptation.chains import chain_grads
+from adaptmc.adaptation.dual_averaging import DualAveragingState, da_final_step_size
+from adaptmc.adaptation.early import CHUNK, OUTPUTS, _Chains
+from adaptmc.targets.base import compiled
+
+FROZEN_T = 1e20
+"""The dual-averaging iteration count of a frozen state (see the module docstring)."""
+
+
+class NutsDraws(NamedTuple):
+    """What `nuts_sample` made: positions ``(chains, draws, dim)``; logdensity, steps
+    (leapfrog steps per transition) and divergent, each ``(chains, draws)``; num_grads:
+    gradients computed over all chains (the dropped transitions' included); step_sizes:
+    ``(chains,)`` the frozen steps; states: where the chains stand."""
+
+    positions: np.ndarray
+    logdensity: np.ndarray
+    steps: np.ndarray
+    divergent: np.ndarray
+    num_grads: int
+    step_sizes: np.ndarray
+    states: object
+
+
+def frozen_dual_averaging(step_sizes) -> DualAveragingState:
+    """A dual-averaging state at ``step_sizes`` whose updates leave them (to ``1e-8``)."""
+    log = jnp.log(jnp.asarray(step_sizes, dtype=float))
+    zero = jnp.zeros_like(log)
+    return DualAveragingState(log, log, zero, log, zero + FROZEN_T)
+
+
+def nuts_sample(run: _Chains, key, draws: int) -> NutsDraws:
+    """``draws`` NUTS transitions per chain from where the warm-up's chains ``run`` stand
+    (a finished `_Chains`), under its final metric and each chain's averaged step, through
+    the warm-up's own chunk program; ``run`` is left as it was."""
+    if int(draws) != draws or draws < 1:
+        raise ValueError(f"draws must be an integer >= 1, got {draws}")
+    steps = np.asarray(da_final_step_size(run.da))
+    cache_key = ("early_warmup_chunk", CHUNK, run.target_accept, run.rank)
+    program = compiled(run.target, cache_key, lambda: _program(run))
+    state, out, grads = run.state, {name: [] for name in OUTPUTS}, 0
+    chains = state.position.shape[0]
+    for _ in range(-(-int(draws) // CHUNK)):
+        key, key_chunk = jax.random.split(key)
+        keys = jax.random.split(key_chunk, chains)
+        rows = _rows(run, keys, state, frozen_dual_averaging(steps))
+        state, _, chunk = program(rows)
+        for name, value in zip(OUTPUTS, chunk, strict=True):
+            out[name].append(np.asarray(value))
+        grads += chain_grads(out["steps"][-1])
+    cat = {name: np.concatenate(v, axis=1)[:, :draws] for name, v in out.items()}
+    return NutsDraws(cat["x"], cat["lp"], cat["steps"], cat["div"], grads, steps, state)
+
+
+def _program(run: _Chains):
+    from adaptmc.adaptation.early import _chunk_program
+
+    return _chunk_program(run.target, run.target_accept)
+
+
+def _rows(run: _Chains, keys, state, da):
+    """The chunk program's argument with ``state`` and ``da`` in place of the run's."""
+    _, _, _, metric = run._rows(keys)
+    return keys, state, da, metric
+
+
+def nuts_reward(objective, positions: np.ndarray, divergent: np.ndarray,
+                num_grads: int) -> float:
+    """``objective`` (a reward of `adaptmc.objectives`, e.g. `over_the_run` of the robust
+    ESS per gradient) of NUTS draws ``positions: (chains, n, dim)`` that cost
+    ``num_grads`` gradients over all chains."""
+    return float(objective(np.asarray(positions), {"is_divergent": np.asarray(divergent)},
+                           int(num_grads)))
+
+
+def final_window(run: _Chains) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(positions, divergent, gradients)`` of the warm-up's final window (the metric
+    fixed, the step size adapting) after its first chunk: NUTS draws under the final
+    metric. Dual averaging restarts at the window's start and explores steps up to ten
+    times the last one there (``mu = log(10 eps)``, Hoffman & Gelman 2014, Sec. 3.2.1),
+    which diverge on most chains: those transitions are not the frozen sampler's."""
+    first = run.final_start // CHUNK + 1
+    x = np.concatenate(run.out["x"][first:], axis=1)
+    div = np.concatenate(run.out["div"][first:], axis=1)
+    grads = sum(chain_grads(s) for s in run.out["steps"][first:])
+    return x, div, grads
