@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation import early
-from adaptmc.adaptation.nuts_sampling import final_window, nuts_reward, nuts_sample
+from adaptmc.adaptation.nuts_sampling import final_window, nuts_arm, nuts_reward, nuts_sample
 from adaptmc.diagnostics import ess
 from adaptmc.objectives import robust_ess_per_grad
 from adaptmc.targets.base import make_target
@@ -46,7 +46,7 @@ def test_nuts_sampling_keeps_draws_and_counts_every_gradient_computed():
     logdensity, count = _counting_gaussian()
     _, run = _warmed(logdensity, 4)
     before = count[0]
-    out = nuts_sample(run, jax.random.key(7), draws=123)
+    out = nuts_sample(nuts_arm(run), run.state, jax.random.key(7), draws=123)
     assert out.positions.shape == (CHAINS, 123, 4)
     assert out.logdensity.shape == out.steps.shape == out.divergent.shape == (CHAINS, 123)
     # 13 chunks of 10 ran: the 7 dropped transitions' gradients are counted too
@@ -58,7 +58,7 @@ def test_nuts_sampling_is_right_on_a_gaussian():
     """MCSE z-scores of the mean and the second moment of every coordinate, from the
     bulk-ESS (fixed seeds; |z| < 4 fails about once in 16k per statistic)."""
     _, run = _warmed(lambda x: -0.5 * jnp.sum((x / SCALES) ** 2), 4, seed=3)
-    out = nuts_sample(run, jax.random.key(11), draws=1000)
+    out = nuts_sample(nuts_arm(run), run.state, jax.random.key(11), draws=1000)
     assert not out.divergent.any()
     z = out.positions / np.asarray(SCALES)
     for statistic, truth in ((z, 0.0), (z**2, 1.0)):
@@ -76,6 +76,6 @@ def test_nuts_reward_from_the_final_window_is_near_the_sampling_phase():
     ranks as the sampling phase's own robust ESS per gradient, within a factor 2."""
     _, run = _warmed(lambda x: -0.5 * jnp.sum((x / SCALES) ** 2), 4, seed=5)
     window = nuts_reward(robust_ess_per_grad, *final_window(run))
-    out = nuts_sample(run, jax.random.key(2), draws=1000)
+    out = nuts_sample(nuts_arm(run), run.state, jax.random.key(2), draws=1000)
     sampled = nuts_reward(robust_ess_per_grad, out.positions, out.divergent, out.num_grads)
     assert 0.5 < window / sampled < 2.0, (window, sampled)

@@ -26,7 +26,7 @@ import numpy as np
 
 from adaptmc.adaptation.chains import chain_grads
 from adaptmc.adaptation.dual_averaging import DualAveragingState, da_final_step_size
-from adaptmc.adaptation.early import CHUNK, OUTPUTS, _Chains
+from adaptmc.adaptation.early import CHUNK, OUTPUTS, _Chains, _chunk_program, _padded
 from adaptmc.targets.base import compiled
 
 FROZEN_T = 1e20
@@ -55,39 +55,48 @@ def frozen_dual_averaging(step_sizes) -> DualAveragingState:
     return DualAveragingState(log, log, zero, log, zero + FROZEN_T)
 
 
-def nuts_sample(run: _Chains, key, draws: int) -> NutsDraws:
-    """``draws`` NUTS transitions per chain from where the warm-up's chains ``run`` stand
-    (a finished `_Chains`), under its final metric and each chain's averaged step, through
-    the warm-up's own chunk program; ``run`` is left as it was."""
+class NutsArm(NamedTuple):
+    """What sampling with NUTS after the warm-up needs of it: the target, the final
+    metric as the chunk program's arrays (``rank`` directions), its ``target_accept``,
+    each chain's averaged step ``(chains,)`` and the final window's NUTS draws
+    (`final_window`: positions, divergent, gradients) to measure NUTS's reward on."""
+
+    target: object
+    metric: tuple
+    rank: int
+    target_accept: float
+    step_sizes: np.ndarray
+    window: tuple
+
+
+def nuts_arm(run: _Chains) -> NutsArm:
+    """The `NutsArm` of the finished warm-up ``run``."""
+    return NutsArm(run.target, _padded(run.metric, run.rank), run.rank, run.target_accept,
+                   np.asarray(da_final_step_size(run.da)), final_window(run))
+
+
+def nuts_sample(arm: NutsArm, state, key, draws: int) -> NutsDraws:
+    """``draws`` NUTS transitions per chain from ``state`` (BlackJAX's ``HMCState`` of
+    the chains: position, log density, gradient) under ``arm``'s metric and steps, through
+    the warm-up's own chunk program."""
     if int(draws) != draws or draws < 1:
         raise ValueError(f"draws must be an integer >= 1, got {draws}")
-    steps = np.asarray(da_final_step_size(run.da))
-    cache_key = ("early_warmup_chunk", CHUNK, run.target_accept, run.rank)
-    program = compiled(run.target, cache_key, lambda: _program(run))
-    state, out, grads = run.state, {name: [] for name in OUTPUTS}, 0
+    cache_key = ("early_warmup_chunk", CHUNK, arm.target_accept, arm.rank)
+    program = compiled(arm.target, cache_key,
+                       lambda: _chunk_program(arm.target, arm.target_accept))
+    out, grads = {name: [] for name in OUTPUTS}, 0
     chains = state.position.shape[0]
+    metric = tuple(np.broadcast_to(a, (chains, *np.shape(a))) for a in arm.metric)
     for _ in range(-(-int(draws) // CHUNK)):
         key, key_chunk = jax.random.split(key)
         keys = jax.random.split(key_chunk, chains)
-        rows = _rows(run, keys, state, frozen_dual_averaging(steps))
-        state, _, chunk = program(rows)
+        state, _, chunk = program((keys, state, frozen_dual_averaging(arm.step_sizes), metric))
         for name, value in zip(OUTPUTS, chunk, strict=True):
             out[name].append(np.asarray(value))
         grads += chain_grads(out["steps"][-1])
     cat = {name: np.concatenate(v, axis=1)[:, :draws] for name, v in out.items()}
-    return NutsDraws(cat["x"], cat["lp"], cat["steps"], cat["div"], grads, steps, state)
-
-
-def _program(run: _Chains):
-    from adaptmc.adaptation.early import _chunk_program
-
-    return _chunk_program(run.target, run.target_accept)
-
-
-def _rows(run: _Chains, keys, state, da):
-    """The chunk program's argument with ``state`` and ``da`` in place of the run's."""
-    _, _, _, metric = run._rows(keys)
-    return keys, state, da, metric
+    return NutsDraws(cat["x"], cat["lp"], cat["steps"], cat["div"], grads, arm.step_sizes,
+                     state)
 
 
 def nuts_reward(objective, positions: np.ndarray, divergent: np.ndarray,

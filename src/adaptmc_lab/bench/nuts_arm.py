@@ -60,7 +60,7 @@ kept when NUTS is chosen)."""
 
 def nuts_arm_sampler(after_tuning: bool):
     def sampler(target, seed: int, config: BenchConfig) -> SamplerOutput:
-        from adaptmc.adaptation.nuts_sampling import final_window, nuts_sample
+        from adaptmc.adaptation.nuts_sampling import final_window, nuts_arm, nuts_sample
         from adaptmc.run.plan import run_keys
 
         starts = initial_positions(target, seed, config.num_chains, config.init_jitter)
@@ -73,7 +73,7 @@ def nuts_arm_sampler(after_tuning: bool):
                 raise RuntimeError("the repeated warm-up is not the run's")
             before = result.num_grads - int(
                 result.idata.sample_stats["n_grad_evals"].values.sum())
-        out = nuts_sample(run, run_keys(seed, "root"), config.num_samples)
+        out = nuts_sample(nuts_arm(run), run.state, run_keys(seed, "root"), config.num_samples)
         reward = _reward(before / config.num_chains / config.num_samples)
         pilot = (out.positions[:, :PILOT], out.divergent[:, :PILOT],
                  int(out.steps[:, :PILOT].sum()))
