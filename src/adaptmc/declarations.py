@@ -65,9 +65,6 @@ ADAPTIVE_OPTIONS: tuple[Option, ...] = (
            "0: off)", low=0.0, high=1e6,
            metavar="FRACTION", group=ADAPTIVE),
     count_option("draws", DRAWS_HELP, group=ADAPTIVE),
-    Option("nuts", "choice", "after tuning, sample with NUTS under the warm-up's metric: "
-           "off (default), choose (when its reward beats the frozen setting's), always",
-           choices=("off", "choose", "always"), group=ADAPTIVE),
     count_option("audition", "adaptive-portfolio: frozen super-transitions scoring each trial "
                  "(default 4)", high=10**6, group=ADAPTIVE),
 )
