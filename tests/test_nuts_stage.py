@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import jax
 import numpy as np
 
 from adaptmc.api import run_plan
@@ -96,3 +97,19 @@ def test_a_run_stopped_in_nuts_sampling_resumes_bit_identically(tmp_path):
     np.testing.assert_array_equal(_draws(resumed), _draws(whole))
     assert resumed.num_grads == whole.num_grads
     assert resumed.idata.attrs["sampler"] == whole.idata.attrs["sampler"]
+
+
+def test_a_run_sampling_with_nuts_counts_every_gradient_it_computes():
+    """The run record's total against a counter around the log density (as
+    `tests/test_gradient_count.py` counts the default recipe's)."""
+    import adaptmc
+    from test_gradient_count import CHAINS, START_CHECKS, counting_target
+
+    target, count = counting_target()
+    idata = adaptmc.sample(target, chains=CHAINS, seed=0, progress=False,
+                           compile_cache=False, warmup_steps=150, draws=105, tuning=4,
+                           nuts="always")
+    jax.effects_barrier()
+    assert json.loads(idata.attrs["sampler"])["sampler"] == "nuts"
+    assert idata.posterior.sizes["draw"] == 105
+    assert count[0] == idata.attrs["total_grad_evals"] + START_CHECKS
