@@ -89,6 +89,19 @@ def notes(attrs: dict, num_chains: int) -> list[str]:
     notes = attrs.get("tuning_notes", "[]")
     notes = json.loads(notes) if isinstance(notes, str) else list(notes)
     out = [f"note: {n}" for n in notes]
+    if "sampler" in attrs:
+        out.append(f"note: {sampler_line(attrs['sampler'])}")
     if num_chains == 1:
         out.append("note: R-hat needs two chains or more (--chains); it is not computed")
     return out
+
+
+def sampler_line(record) -> str:
+    """Which sampler the run sampled with after tuning and both rewards
+    (`adaptmc.run.nuts_stage.choose_sampler`)."""
+    record = json.loads(record) if isinstance(record, str) else record
+    nuts, hmc = record["nuts_reward"], record["hmc_reward"]
+    won = "NUTS under the warm-up's metric" if record["sampler"] == "nuts" else \
+        "the frozen HMC setting"
+    return (f"sampled with {won} (reward, robust ESS per 1000 gradients of the run: NUTS "
+            f"{nuts:.4g}, HMC {hmc:.4g})")

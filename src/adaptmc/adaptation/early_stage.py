@@ -24,6 +24,7 @@ from adaptmc.adaptation.early import (
     start_chains,
 )
 from adaptmc.adaptation.low_rank import LowRankInverseMass
+from adaptmc.adaptation.nuts_sampling import nuts_arm
 
 
 def chains_to_arrays(run: _Chains) -> dict[str, np.ndarray]:
@@ -72,7 +73,9 @@ def _json(value):
 class EarlyWarmupStage:
     """The warm-up as a stage of `adaptmc.run.run`: ``start`` the chains, ``step`` one chunk
     at a time until ``done``, ``save`` and ``load`` at any chunk, and ``finish`` with
-    ``then(EarlyWarmup)`` (what the run goes on with: the recipe's plan after the warm-up).
+    ``then(EarlyWarmup)`` (what the run goes on with: the recipe's plan after the warm-up);
+    ``nuts``: ``"off"``, or whether NUTS may sample after tuning (``"choose"``: when its
+    reward wins, `adaptmc.run.nuts_stage`) or always does (``"always"``).
     """
 
     num_steps: int = 500
@@ -80,6 +83,7 @@ class EarlyWarmupStage:
     then: Callable | None = None
     target_accept: float = 0.8
     name: str = "warm-up"
+    nuts: str = "off"
 
     @property
     def num_blocks(self) -> int:
@@ -115,4 +119,10 @@ class EarlyWarmupStage:
         return chains_result(run)
 
     def finish(self, run: _Chains):
-        return self.then(self.result(run))
+        """``then(EarlyWarmup)``; with ``nuts`` (``"choose"`` or ``"always"``) also
+        ``nuts=(NutsArm, force)``: what sampling with NUTS after tuning needs of the warm-up
+        (`adaptmc.adaptation.nuts_sampling`)."""
+        if self.nuts == "off":
+            return self.then(self.result(run))
+        result = self.result(run)  # far chains regrouped first: the arm's steps are theirs
+        return self.then(result, nuts=(nuts_arm(run), self.nuts == "always"))

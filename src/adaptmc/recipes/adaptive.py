@@ -73,6 +73,8 @@ quantity `value_tolerance` weighs against the super-transition's cost; the regre
 buys, and its floor ``2 kappa sd`` kept it above a tenth of the reward through all 12
 super-transitions of every run measured, at ~19k gradients a run."""
 
+NUTS_CHOICES = ("off", "choose", "always")
+
 MIN_TUNING = 6
 """The fewest tuning super-transitions before the stop rule is consulted: ``3 d`` arm pulls
 for the 2-d ``(eps, L)`` box, by which the annealed bandit (``p_i`` still above 0.75) has
@@ -125,7 +127,8 @@ def adaptive_hmc(
     objective: str | Callable = "ess-robust",
     jitter: float = 0.2,
     target_accept: float = 0.8,
-    seed: int = 0,
+    nuts: str = "off",
+    seed: int = 0,  # unused: the warm-up takes the run's key
 ) -> Plan:
     """Adaptive HMC (see the module docstring).
 
@@ -153,28 +156,27 @@ def adaptive_hmc(
         The bandit's reward (a name of `adaptmc.objectives.OBJECTIVES` or a callable);
         step-size jitter ``j``: each trajectory's step is ``eps U(1 - j, 1 + j)``.
     target_accept
-        The acceptance rate of the warm-up's dual averaging (Hoffman & Gelman 2014, Alg. 5;
-        Stan's ``adapt_delta``).
-    seed
-        Unused (the warm-up takes the run's key).
+        The warm-up's dual averaging's acceptance rate (Hoffman & Gelman 2014, Alg. 5).
+    nuts
+        ``"off"``, ``"choose"`` (after tuning, NUTS under the warm-up's metric samples when
+        its reward beats the frozen setting's: `adaptmc.run.nuts_stage`) or ``"always"``.
     """
     check_sizes(metric, budget, warmup_steps=warmup_steps, tuning=tuning, draws=draws)
-    _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept)
+    _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept, nuts)
     made_objective = objective_from_name(objective)
     options = options_of(locals())
-
     then = functools.partial(prepared_plan, tuner=tuner, tuning=tuning, draws=draws,
                              budget=budget, objective=made_objective, jitter=jitter,
                              options=options, stop=(stop_rule, stop_tolerance))
     return Plan("adaptive-hmc", hmc, HMCParams(jitter=jitter), tuners.fixed(),
                 made_objective, tuning + 1, max(budget or 1000, 1), tuning, tuning,
                 options=options, warmup=EarlyWarmupStage(warmup_steps, metric, then,
-                                                         target_accept),
+                                                         target_accept, nuts=nuts),
                 draws=draws)
 
 
 def _check_tuning(tuner: str, stop_rule: str, stop_tolerance, jitter: float,
-                  target_accept: float) -> None:
+                  target_accept: float, nuts: str = "off") -> None:
     """One clear `ValueError` for a tuning option of `adaptive_hmc` out of its range."""
     if tuner not in tuners.bandit_tuners():
         raise ValueError(f"adaptive-hmc tunes with a bandit "
@@ -185,6 +187,8 @@ def _check_tuning(tuner: str, stop_rule: str, stop_tolerance, jitter: float,
     if stop_tolerance is not None and not stop_tolerance >= 0:
         raise ValueError(f"stop_tolerance must be >= 0 (0: off), got {stop_tolerance}")
     hmc.check_params(HMCParams(jitter=jitter))
+    if nuts not in NUTS_CHOICES:
+        raise ValueError(f"nuts must be one of {', '.join(NUTS_CHOICES)}, got {nuts!r}")
     if not 0.0 < target_accept < 1.0:
         raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
 
@@ -226,7 +230,7 @@ def with_stop_rule(bandit: Tuner, tuning: int, stop: tuple[str, float] | None) -
 
 def tuned_plan(warm, *, tuner: str, tuning: int, draws: int, budget: int | None,
                objective: Callable | None, jitter: float, options: dict,
-               stop: tuple[str, float] | None = None) -> Plan:
+               stop: tuple[str, float] | None = None, nuts=None) -> Plan:
     """The plan after the warm-up ``warm``: box, budget, bandit (under the stop rule
     ``stop``, ``(rule, tolerance)``, when given; tolerance None: `value_tolerance`) and
     ``draws`` kept draws per chain (the planned length: as many super-transitions as they
@@ -253,7 +257,7 @@ def tuned_plan(warm, *, tuner: str, tuning: int, draws: int, budget: int | None,
     params = HMCParams(step_size=eps, num_leapfrog=initial["num_leapfrog"],
                        inverse_mass=warm.inverse_mass, jitter=jitter)
     plan = Plan("adaptive-hmc", hmc, params, bandit, objective, tuning + sampling, budget,
-                tuning, tuning, box, 0, options, None, 1, draws)
+                tuning, tuning, box, 0, options, None, 1, draws, nuts)
     check_plan(plan)
     return plan
 

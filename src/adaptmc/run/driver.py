@@ -36,6 +36,7 @@ from adaptmc.run.compile_clock import census, compile_events, compile_seconds
 from adaptmc.run.idata import describe_tuning, to_inference_data
 from adaptmc.run.lock import owning
 from adaptmc.run.loop import default_positions, initial_positions_checked
+from adaptmc.run.nuts_stage import NutsSample, choose_sampler
 from adaptmc.run.plan import Plan, RunOptions, as_plan, run_keys
 from adaptmc.run.resume import load_warmup, start_super_transitions, write_warmup
 from adaptmc.run.transitions import (
@@ -138,9 +139,22 @@ class Context:
             self._prepared(stage.finish(state), tick, compiled_before)
         tune, state = start_super_transitions(self)
         self.sampling = (Sample(tune.setup, tune.show, tune.loop), state)
-        for stage in (tune, self.sampling[0]):
-            self.first[id(stage)] = state.index
-            yield stage, state
+        first = self.first[id(tune)] = state.index
+        yield tune, state
+        if self.plan.nuts is not None:  # NUTS under the warm-up's metric, if its reward wins
+            self.sampling = (self._sampler(tune, state), state)
+        self.first[id(self.sampling[0])] = first
+        yield self.sampling
+
+    def _sampler(self, tune, state):
+        """The sampling stage after tuning: the frozen HMC's or NUTS's
+        (`adaptmc.run.nuts_stage.choose_sampler`; recorded in the ``sampler`` attr)."""
+        arm, force = self.plan.nuts
+        choice = choose_sampler(tune.setup, state, arm, force)
+        self.attrs["sampler"] = json.dumps(choice, default=io.jsonable)
+        if choice["sampler"] == "hmc":
+            return self.sampling[0]
+        return NutsSample(tune.setup, tune.show, tune.loop, arm)
 
     def _prepared(self, prepared, tick: float, compiled_before: float) -> None:
         """The run goes on with the warm-up's plan, from where its chains stand."""

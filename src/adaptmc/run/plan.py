@@ -55,7 +55,11 @@ class Plan(NamedTuple):
     `Prepared` plan that replaces this one); thin: keep every ``thin``-th draw; draws: None,
     or the kept draws per chain, exactly: the run goes on after its ``num_warmup``
     super-transitions until each chain kept that many (its last super-transition cut
-    short), ``num_super_transitions`` being only the planned length.
+    short), ``num_super_transitions`` being only the planned length; nuts: None, or
+    ``(arm, force)``: after tuning, NUTS under the warm-up's metric
+    (`adaptmc.adaptation.nuts_sampling.NutsArm`) samples instead of the frozen setting
+    when its reward is the higher, or always with ``force``
+    (`adaptmc.run.nuts_stage.choose_sampler`).
     """
 
     name: str
@@ -73,6 +77,7 @@ class Plan(NamedTuple):
     warmup: Any = None
     thin: int = 1
     draws: int | None = None
+    nuts: Any = None
 
     @property
     def prepare(self) -> Callable | None:

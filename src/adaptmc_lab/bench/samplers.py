@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from adaptmc_lab.bench.config import BenchConfig, SamplerOutput, initial_positions
+from adaptmc_lab.bench.nuts_arm import NUTS_ARM_ROWS
 from adaptmc_lab.bench.quantities import run_positions
 
 RECIPE_ROWS: dict[str, tuple[str, dict]] = {
@@ -171,4 +172,5 @@ SAMPLERS: dict[str, Callable[[Any, int, BenchConfig], SamplerOutput]] = {
     "nutpie": nutpie,
     "nutpie-diag": nutpie_on_target(low_rank=False),
     "nutpie-low-rank": nutpie_on_target(low_rank=True),
+    **NUTS_ARM_ROWS,
 }

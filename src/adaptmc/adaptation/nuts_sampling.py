@@ -1,0 +1,121 @@
+"""Sampling with NUTS under the warm-up's final metric and step sizes, and NUTS's reward.
+
+The warm-up (`adaptmc.adaptation.early`) already runs NUTS (Hoffman & Gelman 2014, Alg. 6;
+BlackJAX's multinomial kernel) in one compiled chunk program whose metric and step sizes are
+arguments. Sampling with NUTS calls that same program (no second NUTS is compiled) with
+dual averaging frozen: every chunk starts from a dual-averaging state whose update moves
+the log step by ``sqrt(t) / (gamma (t + t0))`` per transition with ``t = FROZEN_T``, i.e.
+by less than ``1e-8`` over a chunk, so each chain samples at its final averaged step
+``exp(xbar)`` of the warm-up (Alg. 5's frozen step). Draws past ``draws`` in the last
+chunk are dropped; their gradients are counted, as every gradient computed is
+(`adaptmc.adaptation.chains.chain_grads`).
+
+NUTS's reward (`nuts_reward`) is the bandit's (`adaptmc.objectives.robust_ess_per_grad`,
+over the run) measured on NUTS draws under the final metric: those of the warm-up's final
+window after its first chunk, where the metric is fixed and only the step size still
+adapts (`final_window`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from adaptmc.adaptation.chains import chain_grads
+from adaptmc.adaptation.dual_averaging import DualAveragingState, da_final_step_size
+from adaptmc.adaptation.early import CHUNK, OUTPUTS, _Chains, _chunk_program, _padded
+from adaptmc.targets.base import compiled
+
+FROZEN_T = 1e20
+"""The dual-averaging iteration count of a frozen state (see the module docstring)."""
+
+
+class NutsDraws(NamedTuple):
+    """What `nuts_sample` made: positions ``(chains, draws, dim)``; logdensity, steps
+    (leapfrog steps per transition) and divergent, each ``(chains, draws)``; num_grads:
+    gradients computed over all chains (the dropped transitions' included); step_sizes:
+    ``(chains,)`` the frozen steps; states: where the chains stand."""
+
+    positions: np.ndarray
+    logdensity: np.ndarray
+    steps: np.ndarray
+    divergent: np.ndarray
+    num_grads: int
+    step_sizes: np.ndarray
+    states: object
+
+
+def frozen_dual_averaging(step_sizes) -> DualAveragingState:
+    """A dual-averaging state at ``step_sizes`` whose updates leave them (to ``1e-8``)."""
+    log = jnp.log(jnp.asarray(step_sizes, dtype=float))
+    zero = jnp.zeros_like(log)
+    return DualAveragingState(log, log, zero, log, zero + FROZEN_T)
+
+
+class NutsArm(NamedTuple):
+    """What sampling with NUTS after the warm-up needs of it: the target, the final
+    metric as the chunk program's arrays (``rank`` directions), its ``target_accept``,
+    each chain's averaged step ``(chains,)`` and the final window's NUTS draws
+    (`final_window`: positions, divergent, gradients) to measure NUTS's reward on."""
+
+    target: object
+    metric: tuple
+    rank: int
+    target_accept: float
+    step_sizes: np.ndarray
+    window: tuple
+
+
+def nuts_arm(run: _Chains) -> NutsArm:
+    """The `NutsArm` of the finished warm-up ``run``."""
+    return NutsArm(run.target, _padded(run.metric, run.rank), run.rank, run.target_accept,
+                   np.asarray(da_final_step_size(run.da)), final_window(run))
+
+
+def nuts_sample(arm: NutsArm, state, key, draws: int) -> NutsDraws:
+    """``draws`` NUTS transitions per chain from ``state`` (BlackJAX's ``HMCState`` of
+    the chains: position, log density, gradient) under ``arm``'s metric and steps, through
+    the warm-up's own chunk program."""
+    if int(draws) != draws or draws < 1:
+        raise ValueError(f"draws must be an integer >= 1, got {draws}")
+    cache_key = ("early_warmup_chunk", CHUNK, arm.target_accept, arm.rank)
+    program = compiled(arm.target, cache_key,
+                       lambda: _chunk_program(arm.target, arm.target_accept))
+    out, grads = {name: [] for name in OUTPUTS}, 0
+    chains = state.position.shape[0]
+    metric = tuple(np.broadcast_to(a, (chains, *np.shape(a))) for a in arm.metric)
+    for _ in range(-(-int(draws) // CHUNK)):
+        key, key_chunk = jax.random.split(key)
+        keys = jax.random.split(key_chunk, chains)
+        state, _, chunk = program((keys, state, frozen_dual_averaging(arm.step_sizes), metric))
+        for name, value in zip(OUTPUTS, chunk, strict=True):
+            out[name].append(np.asarray(value))
+        grads += chain_grads(out["steps"][-1])
+    cat = {name: np.concatenate(v, axis=1)[:, :draws] for name, v in out.items()}
+    return NutsDraws(cat["x"], cat["lp"], cat["steps"], cat["div"], grads, arm.step_sizes,
+                     state)
+
+
+def nuts_reward(objective, positions: np.ndarray, divergent: np.ndarray,
+                num_grads: int) -> float:
+    """``objective`` (a reward of `adaptmc.objectives`, e.g. `over_the_run` of the robust
+    ESS per gradient) of NUTS draws ``positions: (chains, n, dim)`` that cost
+    ``num_grads`` gradients over all chains."""
+    return float(objective(np.asarray(positions), {"is_divergent": np.asarray(divergent)},
+                           int(num_grads)))
+
+
+def final_window(run: _Chains) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(positions, divergent, gradients)`` of the warm-up's final window (the metric
+    fixed, the step size adapting) after its first chunk: NUTS draws under the final
+    metric. Dual averaging restarts at the window's start and explores steps up to ten
+    times the last one there (``mu = log(10 eps)``, Hoffman & Gelman 2014, Sec. 3.2.1),
+    which diverge on most chains: those transitions are not the frozen sampler's."""
+    first = run.final_start // CHUNK + 1
+    x = np.concatenate(run.out["x"][first:], axis=1)
+    div = np.concatenate(run.out["div"][first:], axis=1)
+    grads = sum(chain_grads(s) for s in run.out["steps"][first:])
+    return x, div, grads
