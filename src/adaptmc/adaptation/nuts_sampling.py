@@ -25,8 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation.chains import chain_grads
-from adaptmc.adaptation.dual_averaging import DualAveragingState, da_final_step_size
-from adaptmc.adaptation.early import CHUNK, OUTPUTS, _Chains, _chunk_program, _padded
+from adaptmc.adaptation.dual_averaging import DualAveragingState, da_final_step_size_compiled
+from adaptmc.adaptation.early import OUTPUTS, _Chains
+from adaptmc.adaptation.warmup_programs import CHUNK, chunk_program, padded
 from adaptmc.targets.base import compiled
 
 FROZEN_T = 1e20
@@ -71,8 +72,8 @@ class NutsArm(NamedTuple):
 
 def nuts_arm(run: _Chains) -> NutsArm:
     """The `NutsArm` of the finished warm-up ``run``."""
-    return NutsArm(run.target, _padded(run.metric, run.rank), run.rank, run.target_accept,
-                   np.asarray(da_final_step_size(run.da)), final_window(run))
+    return NutsArm(run.target, padded(run.metric, run.rank), run.rank, run.target_accept,
+                   np.asarray(da_final_step_size_compiled(run.da)), final_window(run))
 
 
 def nuts_sample(arm: NutsArm, state, key, draws: int) -> NutsDraws:
@@ -83,7 +84,7 @@ def nuts_sample(arm: NutsArm, state, key, draws: int) -> NutsDraws:
         raise ValueError(f"draws must be an integer >= 1, got {draws}")
     cache_key = ("early_warmup_chunk", CHUNK, arm.target_accept, arm.rank)
     program = compiled(arm.target, cache_key,
-                       lambda: _chunk_program(arm.target, arm.target_accept))
+                       lambda: chunk_program(arm.target, arm.target_accept))
     out, grads = {name: [] for name in OUTPUTS}, 0
     chains = state.position.shape[0]
     metric = tuple(np.broadcast_to(a, (chains, *np.shape(a))) for a in arm.metric)
