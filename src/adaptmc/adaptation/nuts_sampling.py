@@ -100,6 +100,14 @@ def nuts_sample(arm: NutsArm, state, key, draws: int) -> NutsDraws:
                      state)
 
 
+def recorded_setting(out: NutsDraws) -> dict:
+    """The HMC setting a block of NUTS draws ``out`` is recorded under in the run's tuning
+    and sample stats: the chains' mean step size and mean leapfrog steps per transition
+    (the run layer names no kernel parameter, `adaptmc.run`)."""
+    return {"step_size": float(np.mean(out.step_sizes)),
+            "num_leapfrog": max(1, int(round(float(np.mean(out.steps)))))}
+
+
 def nuts_reward(objective, positions: np.ndarray, divergent: np.ndarray,
                 num_grads: int) -> float:
     """``objective`` (a reward of `adaptmc.objectives`, e.g. `over_the_run` of the robust

@@ -23,7 +23,7 @@ import time
 import jax
 import numpy as np
 
-from adaptmc.adaptation.nuts_sampling import nuts_reward, nuts_sample
+from adaptmc.adaptation.nuts_sampling import nuts_reward, nuts_sample, recorded_setting
 from adaptmc.run.transitions import Progress, Setup, SuperTransitions, _account, _frozen
 
 BLOCK = 100
@@ -55,9 +55,7 @@ class NutsSample(SuperTransitions):
             position=out.states.position, logdensity=out.states.logdensity,
             logdensity_grad=out.states.logdensity_grad,
             momentum=np.full(np.shape(states.momentum), np.nan))
-        state.params = _frozen(setup, state)._replace(
-            step_size=float(np.mean(out.step_sizes)),
-            num_leapfrog=max(1, int(round(float(np.mean(out.steps))))))
+        state.params = _frozen(setup, state)._replace(**recorded_setting(out))
         _account(setup, state, state.frozen, _draws(out, setup.num_chains), n, (wall_s, 0.0))
         return state
 
