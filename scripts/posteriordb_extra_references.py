@@ -1,0 +1,96 @@
+"""Make the references of the lab's posteriordb posteriors without published draws
+(src/adaptmc_lab/data/posteriordb-extra/references/<posterior>.json), cheapest first.
+
+For each posterior: a pilot run (nutpie low-rank, 4 chains x (150 + 100)) estimates the
+seconds of the two long runs (`adaptmc_lab.bench.extra_references.REFERENCE_RUN`, nutpie
+low-rank and BlackJAX NUTS); over ``--max-minutes`` the posterior is skipped and a
+``"skipped"`` record says so. Otherwise both runs, their agreement and, when they agree, the
+reference (`make_reference`). Resumable: a posterior that has a ``"reference"`` or
+``"no reference"`` record is skipped (``--force`` makes it again; skipped ones are retried).
+
+    nice -n 10 python scripts/posteriordb_extra_references.py [--posteriors A,B] \
+        [--max-minutes 10] [--force]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _estimate_s(target) -> float:
+    """Seconds of the two long runs, from a pilot of nutpie low-rank (both samplers assumed
+    to cost the same per transition; the pilot's early warm-up is the dearest part)."""
+    from adaptmc_lab.bench.extra_references import REFERENCE_RUN, run_sampler
+
+    pilot = {**REFERENCE_RUN, "num_warmup": 150, "num_draws": 100}
+    seconds = run_sampler(target, "nutpie-low-rank", pilot)["wall_s"]
+    scale = (REFERENCE_RUN["num_warmup"] + REFERENCE_RUN["num_draws"]) / 250
+    return 2 * seconds * scale
+
+
+def one(name: str, max_minutes: float, command: str) -> str:
+    """Make, skip or borrow the reference of ``name``; its status."""
+    import jax
+
+    from adaptmc import io
+    from adaptmc_lab.bench import extra_references as refs
+    from adaptmc_lab.datasets import posteriordb_extra as extra
+    from adaptmc_lab.targets import get_target
+
+    jax.config.update("jax_enable_x64", True)
+    stamp = {"command": command, "commit": _commit(), "load": os.getloadavg(),
+             "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if name in refs.BORROWED:
+        record = refs.borrowed_reference(name)
+    else:
+        target = get_target(f"stan-{name}")
+        estimate = _estimate_s(target)
+        print(f"{name}: pilot says ~{estimate / 60:.1f} min for both runs", flush=True)
+        if estimate > 60 * max_minutes:
+            record = {"posterior": name, "target": f"stan-{name}", "status": "skipped",
+                      "reason": f"estimated {estimate / 60:.0f} min for the two runs "
+                                f"(> {max_minutes:g} min)", "settings": refs.REFERENCE_RUN}
+        else:
+            record = refs.make_reference(target, name,
+                                         log=lambda line: print(line, flush=True))
+    extra.REFERENCES_DIR.mkdir(parents=True, exist_ok=True)
+    io.write_json(extra.reference_path(name), {**record, **stamp})
+    return record["status"]
+
+
+def main(argv=None) -> None:
+    from adaptmc_lab.datasets import posteriordb_extra as extra
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--posteriors", default=None, help="comma-separated names")
+    parser.add_argument("--max-minutes", type=float, default=10.0)
+    parser.add_argument("--force", action="store_true")
+    args = parser.parse_args(argv)
+    names = args.posteriors.split(",") if args.posteriors else extra.extra_posteriors()
+    command = "python scripts/posteriordb_extra_references.py " + " ".join(sys.argv[1:])
+    for index, name in enumerate(names, 1):
+        record = extra.reference_record(name)
+        if record and record["status"] != "skipped" and not args.force:
+            print(f"[{index}/{len(names)}] {name}: {record['status']} (kept)", flush=True)
+            continue
+        tick = time.perf_counter()
+        print(f"[{index}/{len(names)}] {name} ...", flush=True)
+        status = one(name, args.max_minutes, command.strip())
+        print(f"[{index}/{len(names)}] {name}: {status} "
+              f"({time.perf_counter() - tick:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
