@@ -29,11 +29,34 @@ def _commit() -> str:
         return "unknown"
 
 
-def _estimate_s(target) -> float:
-    """Seconds of the two long runs, from a pilot of nutpie low-rank (both samplers assumed
-    to cost the same per transition; the pilot's early warm-up is the dearest part)."""
+def _floor_s(target) -> float:
+    """The least the two long runs can cost: the seconds of one gradient (timed over 50 at
+    the start) times 7 leapfrog steps per transition (a NUTS tree of depth 3), for every
+    transition of every chain of both runs."""
+    import jax
+
+    from adaptmc_lab.bench.extra_references import REFERENCE_RUN
+
+    grad = jax.jit(target.logdensity_and_grad)
+    jax.block_until_ready(grad(target.initial_position))
+    tick = time.perf_counter()
+    for _ in range(50):
+        jax.block_until_ready(grad(target.initial_position))
+    per_gradient = (time.perf_counter() - tick) / 50
+    transitions = REFERENCE_RUN["num_chains"] * (REFERENCE_RUN["num_warmup"]
+                                                 + REFERENCE_RUN["num_draws"])
+    return 2 * 7 * transitions * per_gradient
+
+
+def _estimate_s(target, max_s: float) -> float:
+    """Seconds of the two long runs: `_floor_s` when that is over ``max_s`` already, else
+    from a pilot of nutpie low-rank (both samplers assumed to cost the same per transition;
+    the pilot's early warm-up is the dearest part, so this overestimates)."""
     from adaptmc_lab.bench.extra_references import REFERENCE_RUN, run_sampler
 
+    floor = _floor_s(target)
+    if floor > max_s:
+        return floor
     pilot = {**REFERENCE_RUN, "num_warmup": 150, "num_draws": 100}
     seconds = run_sampler(target, "nutpie-low-rank", pilot)["wall_s"]
     scale = (REFERENCE_RUN["num_warmup"] + REFERENCE_RUN["num_draws"]) / 250
@@ -56,7 +79,7 @@ def one(name: str, max_minutes: float, command: str) -> str:
         record = refs.borrowed_reference(name)
     else:
         target = get_target(f"stan-{name}")
-        estimate = _estimate_s(target)
+        estimate = _estimate_s(target, 60 * max_minutes)
         print(f"{name}: pilot says ~{estimate / 60:.1f} min for both runs", flush=True)
         if estimate > 60 * max_minutes:
             record = {"posterior": name, "target": f"stan-{name}", "status": "skipped",
