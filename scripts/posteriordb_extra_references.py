@@ -93,6 +93,19 @@ def one(name: str, max_minutes: float, command: str) -> str:
     return record["status"]
 
 
+def _skipped(name: str, reason: str, command: str) -> None:
+    from adaptmc import io
+    from adaptmc_lab.bench.extra_references import REFERENCE_RUN
+    from adaptmc_lab.datasets import posteriordb_extra as extra
+
+    extra.REFERENCES_DIR.mkdir(parents=True, exist_ok=True)
+    io.write_json(extra.reference_path(name), {
+        "posterior": name, "target": f"stan-{name}", "status": "skipped", "reason": reason,
+        "settings": REFERENCE_RUN, "command": command, "commit": _commit(),
+        "load": os.getloadavg(), "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    print(f"{name}: skipped ({reason})", flush=True)
+
+
 def main(argv=None) -> None:
     from adaptmc_lab.datasets import posteriordb_extra as extra
 
@@ -100,6 +113,8 @@ def main(argv=None) -> None:
     parser.add_argument("--posteriors", default=None, help="comma-separated names")
     parser.add_argument("--max-minutes", type=float, default=10.0)
     parser.add_argument("--force", action="store_true")
+    parser.add_argument("--skip-reason", default=None,
+                        help="write a skipped record with this reason, run nothing")
     args = parser.parse_args(argv)
     names = args.posteriors.split(",") if args.posteriors else extra.extra_posteriors()
     command = "python scripts/posteriordb_extra_references.py " + " ".join(sys.argv[1:])
@@ -107,6 +122,9 @@ def main(argv=None) -> None:
         record = extra.reference_record(name)
         if record and record["status"] != "skipped" and not args.force:
             print(f"[{index}/{len(names)}] {name}: {record['status']} (kept)", flush=True)
+            continue
+        if args.skip_reason:
+            _skipped(name, args.skip_reason, command)
             continue
         tick = time.perf_counter()
         print(f"[{index}/{len(names)}] {name} ...", flush=True)

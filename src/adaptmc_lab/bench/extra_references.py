@@ -89,13 +89,14 @@ def run_sampler(target, sampler: str, settings: dict = REFERENCE_RUN) -> dict:
 
 
 def agreement(a: dict, b: dict, pooled_rhat: np.ndarray, names: list[str],
-              rule: dict = AGREEMENT) -> dict:
+              rule: dict = AGREEMENT, labels: tuple[str, str] = SAMPLERS) -> dict:
     """Whether two runs' summaries (`summary`) agree by ``rule`` (`AGREEMENT`), with the
-    figures it checked and, when they do not, what disagreed."""
+    figures it checked and, when they do not, what disagreed (the runs named by
+    ``labels``)."""
     z = np.abs(a["mean"] - b["mean"]) / np.sqrt(a["mcse"] ** 2 + b["mcse"] ** 2)
     z = np.where(np.isfinite(z), z, np.inf)
     rhat = np.where(np.isfinite(pooled_rhat), pooled_rhat, np.inf)
-    ess = {"a": float(np.min(a["ess"])), "b": float(np.min(b["ess"]))}
+    ess = {labels[0]: float(np.min(a["ess"])), labels[1]: float(np.min(b["ess"]))}
     failures = []
     if np.max(rhat) >= rule["max_rhat"]:
         failures.append(f"pooled R-hat {np.max(rhat):.3f} on {names[int(np.argmax(rhat))]}"
@@ -105,7 +106,7 @@ def agreement(a: dict, b: dict, pooled_rhat: np.ndarray, names: list[str],
         failures.append(f"means {np.max(z):.1f} combined MCSEs apart on "
                         f"{names[int(np.argmax(z))]} ({int(np.sum(z > rule['max_z']))} of "
                         f"{len(names)} beyond {rule['max_z']})")
-    failures += [f"robust ESS {value:.0f} < {rule['min_ess']} in run {run}"
+    failures += [f"robust ESS {value:.0f} < {rule['min_ess']} in the {run} run"
                  for run, value in ess.items() if value < rule["min_ess"]]
     return {"rule": dict(rule), "agree": not failures, "disagreements": failures,
             "max_pooled_rhat": float(np.max(rhat)), "worst_rhat": names[int(np.argmax(rhat))],
