@@ -120,3 +120,26 @@ def test_borrowed_reference_is_the_noncentred_one():
     record = refs.borrowed_reference("eight_schools-eight_schools_centered")
     assert set(record["names"]) == {f"theta[{i}]" for i in range(1, 9)} | {"mu", "tau"}
     assert 3 < record["mean"][record["names"].index("tau")] < 4.5
+
+
+def test_get_target_gives_an_extra_posterior_its_reference(monkeypatch):
+    """``stan-<posterior>`` of a lab-shipped posterior is built from the lab's files and
+    compared on its constrained parameters (``info["posterior"]``) against the lab's
+    reference (the Stan build replaced by a stand-in)."""
+    from adaptmc_lab import targets
+
+    made = []
+
+    def stand_in(spec, data=None):
+        made.append((spec, data))
+        return types.SimpleNamespace(reference=None, info={})
+
+    monkeypatch.setattr(targets, "library_target", stand_in)
+    monkeypatch.setattr(targets.dataclasses, "replace",
+                        lambda obj, **kw: types.SimpleNamespace(**{**vars(obj), **kw}))
+    name = "Rate_2_data-Rate_2_model"
+    target = targets.get_target(f"stan-{name}")
+    assert made[0][0] == str(extra.EXTRA_DIR / name / "model.stan")
+    assert target.info["posterior"] == name
+    expected = extra.load_reference(name)
+    assert expected is not None and target.reference.names == expected.names
