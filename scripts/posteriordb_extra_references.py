@@ -9,7 +9,7 @@ reference (`make_reference`). Resumable: a posterior that has a ``"reference"`` 
 ``"no reference"`` record is skipped (``--force`` makes it again; skipped ones are retried).
 
     nice -n 10 python scripts/posteriordb_extra_references.py [--posteriors A,B] \
-        [--max-minutes 10] [--force]
+        [--max-minutes 10] [--draws 5000] [--force]
 """
 
 from __future__ import annotations
@@ -29,13 +29,11 @@ def _commit() -> str:
         return "unknown"
 
 
-def _floor_s(target) -> float:
+def _floor_s(target, settings: dict) -> float:
     """The least the two long runs can cost: the seconds of one gradient (timed over 50 at
     the start) times 7 leapfrog steps per transition (a NUTS tree of depth 3), for every
     transition of every chain of both runs."""
     import jax
-
-    from adaptmc_lab.bench.extra_references import REFERENCE_RUN
 
     grad = jax.jit(target.logdensity_and_grad)
     jax.block_until_ready(grad(target.initial_position))
@@ -43,27 +41,26 @@ def _floor_s(target) -> float:
     for _ in range(50):
         jax.block_until_ready(grad(target.initial_position))
     per_gradient = (time.perf_counter() - tick) / 50
-    transitions = REFERENCE_RUN["num_chains"] * (REFERENCE_RUN["num_warmup"]
-                                                 + REFERENCE_RUN["num_draws"])
+    transitions = settings["num_chains"] * (settings["num_warmup"] + settings["num_draws"])
     return 2 * 7 * transitions * per_gradient
 
 
-def _estimate_s(target, max_s: float) -> float:
+def _estimate_s(target, max_s: float, settings: dict) -> float:
     """Seconds of the two long runs: `_floor_s` when that is over ``max_s`` already, else
     from a pilot of nutpie low-rank (both samplers assumed to cost the same per transition;
     the pilot's early warm-up is the dearest part, so this overestimates)."""
-    from adaptmc_lab.bench.extra_references import REFERENCE_RUN, run_sampler
+    from adaptmc_lab.bench.extra_references import run_sampler
 
-    floor = _floor_s(target)
+    floor = _floor_s(target, settings)
     if floor > max_s:
         return floor
-    pilot = {**REFERENCE_RUN, "num_warmup": 150, "num_draws": 100}
+    pilot = {**settings, "num_warmup": 150, "num_draws": 100}
     seconds = run_sampler(target, "nutpie-low-rank", pilot)["wall_s"]
-    scale = (REFERENCE_RUN["num_warmup"] + REFERENCE_RUN["num_draws"]) / 250
+    scale = (settings["num_warmup"] + settings["num_draws"]) / 250
     return 2 * seconds * scale
 
 
-def one(name: str, max_minutes: float, command: str) -> str:
+def one(name: str, max_minutes: float, command: str, draws: int | None = None) -> str:
     """Make, skip or borrow the reference of ``name``; its status."""
     import jax
 
@@ -73,20 +70,21 @@ def one(name: str, max_minutes: float, command: str) -> str:
     from adaptmc_lab.targets import get_target
 
     jax.config.update("jax_enable_x64", True)
+    settings = {**refs.REFERENCE_RUN, "num_draws": draws or refs.REFERENCE_RUN["num_draws"]}
     stamp = {"command": command, "commit": _commit(), "load": os.getloadavg(),
              "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if name in refs.BORROWED:
         record = refs.borrowed_reference(name)
     else:
         target = get_target(f"stan-{name}")
-        estimate = _estimate_s(target, 60 * max_minutes)
+        estimate = _estimate_s(target, 60 * max_minutes, settings)
         print(f"{name}: pilot says ~{estimate / 60:.1f} min for both runs", flush=True)
         if estimate > 60 * max_minutes:
             record = {"posterior": name, "target": f"stan-{name}", "status": "skipped",
                       "reason": f"estimated {estimate / 60:.0f} min for the two runs "
-                                f"(> {max_minutes:g} min)", "settings": refs.REFERENCE_RUN}
+                                f"(> {max_minutes:g} min)", "settings": settings}
         else:
-            record = refs.make_reference(target, name,
+            record = refs.make_reference(target, name, settings,
                                          log=lambda line: print(line, flush=True))
     extra.REFERENCES_DIR.mkdir(parents=True, exist_ok=True)
     io.write_json(extra.reference_path(name), {**record, **stamp})
@@ -112,6 +110,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--posteriors", default=None, help="comma-separated names")
     parser.add_argument("--max-minutes", type=float, default=10.0)
+    parser.add_argument("--draws", type=int, default=None,
+                        help="draws per chain (default: REFERENCE_RUN's 5000)")
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--skip-reason", default=None,
                         help="write a skipped record with this reason, run nothing")
@@ -128,7 +128,11 @@ def main(argv=None) -> None:
             continue
         tick = time.perf_counter()
         print(f"[{index}/{len(names)}] {name} ...", flush=True)
-        status = one(name, args.max_minutes, command.strip())
+        try:
+            status = one(name, args.max_minutes, command.strip(), args.draws)
+        except Exception as error:  # noqa: BLE001 - one posterior's failure stops no other
+            print(f"[{index}/{len(names)}] {name}: failed, no record ({error})", flush=True)
+            continue
         print(f"[{index}/{len(names)}] {name}: {status} "
               f"({time.perf_counter() - tick:.0f} s)", flush=True)
 
