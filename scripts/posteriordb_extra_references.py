@@ -55,7 +55,7 @@ def _estimate_s(target, max_s: float, settings: dict) -> float:
     if floor > max_s:
         return floor
     pilot = {**settings, "num_warmup": 150, "num_draws": 100}
-    seconds = run_sampler(target, "nutpie-low-rank", pilot)["wall_s"]
+    seconds = run_sampler(target, "nutpie-low-rank", pilot)["sampling_s"]  # no compilation
     scale = (settings["num_warmup"] + settings["num_draws"]) / 250
     return 2 * seconds * scale
 
