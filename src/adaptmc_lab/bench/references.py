@@ -1,9 +1,11 @@
 """Reference posteriors the bench's accuracy columns compare with, as `Reference`s over the
 quantities of `adaptmc_lab.bench.quantities`: the target's own (posteriordb's published
 reference, Magnusson et al. 2024, from 10 x 1000 thinned Stan draws; the analytic moments of a
-Gaussian, the funnel or the banana), a long NUTS run (logistic regression, `nuts_reference`)
-or Neal's Gibbs-within-HMC (the BNN, `bnn_reference`). Computed references are cached as
-JSON in `cache_dir` and refused when their chains disagree (max R-hat above 1.01)."""
+Gaussian, the funnel or the banana), the lab's own for the posteriordb posteriors without
+published draws (``stan-<posterior>``, `adaptmc_lab.bench.extra_references`), a long NUTS
+run (logistic regression, `nuts_reference`) or Neal's Gibbs-within-HMC (the BNN,
+`bnn_reference`). Computed references are cached as JSON in `cache_dir` and refused when
+their chains disagree (max R-hat above 1.01)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 
 from adaptmc.targets.base import Reference
 from adaptmc_lab.bench.quantities import bnn_quantities, run_positions
+from adaptmc_lab.datasets import posteriordb_extra
 
 REFERENCE_RUN = {"num_chains": 8, "num_warmup": 1000, "num_draws": 5000, "seed": 20261122}
 """The long NUTS run behind `nuts_reference`: 40000 draws, so the reference MCSE of a mean is
@@ -36,11 +39,14 @@ max R-hat 1.004 and reference MCSEs of 0.6-2.4 % of the sds (36 minutes on one c
 
 def reference(target, log: Callable[[str], None] | None = None) -> Reference | None:
     """The `Reference` over the quantities `quantities` returns: ``target.reference`` when
-    the target carries one, a long NUTS run for logistic regression (`nuts_reference`),
-    Neal's Gibbs-within-HMC for the BNN (`bnn_reference`, which reports its progress through
-    ``log`` when it has to be computed), or None."""
+    the target carries one, the lab's reference of a ``stan-<posterior>`` the lab ships
+    (`adaptmc_lab.datasets.posteriordb_extra.load_reference`), a long NUTS run for logistic
+    regression (`nuts_reference`), Neal's Gibbs-within-HMC for the BNN (`bnn_reference`,
+    which reports its progress through ``log`` when it has to be computed), or None."""
     if target.reference is not None:
         return target.reference
+    if target.name.startswith("stan-"):
+        return posteriordb_extra.load_reference(target.name.removeprefix("stan-"))
     try:
         if target.name.startswith("logistic-"):
             return nuts_reference(target)
