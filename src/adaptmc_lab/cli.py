@@ -50,8 +50,9 @@ def build_lab_parser() -> argparse.ArgumentParser:
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--targets", type=names("--targets"), default=None,
-                   help="comma-separated targets (default: the eleven posteriordb posteriors, "
-                        "Gaussians, funnel, logistic-german, bnn-robot-arm)")
+                   help="comma-separated targets, 'broad' for all 48 posteriordb posteriors' Stan "
+                        "programs (default: the eleven posteriordb posteriors, Gaussians, "
+                        "funnel, logistic-german, bnn-robot-arm)")
     p.add_argument("--samplers", type=names("--samplers"), default=None,
                    help="comma-separated samplers (default: adaptmc-adaptive-hmc, "
                         "adaptmc-gadmala, blackjax-nuts; also -adaptive-hmc-frozen (--tuning 1), "
@@ -144,7 +145,7 @@ def cmd_bench(args) -> int:
                                      num_warmup=max(10, args.budget // 2))
     if args.chains is not None:
         config = dataclasses.replace(config, num_chains=args.chains)
-    targets = (args.targets.split(",") if args.targets else
+    targets = (bench.expand_targets(args.targets.split(",")) if args.targets else
                list(bench.QUICK_TARGETS if args.quick else bench.DEFAULT_TARGETS))
     samplers = (args.samplers.split(",") if args.samplers else
                 list(bench.QUICK_SAMPLERS if args.quick else bench.DEFAULT_SAMPLERS))

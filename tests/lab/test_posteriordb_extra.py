@@ -143,3 +143,14 @@ def test_get_target_gives_an_extra_posterior_its_reference(monkeypatch):
     assert target.info["posterior"] == name
     expected = extra.load_reference(name)
     assert expected is not None and target.reference.names == expected.names
+
+
+def test_the_broad_target_set_names_all_48_stan_programs():
+    from adaptmc_lab.bench import expand_targets
+    from adaptmc_lab.targets import stan_posterior_files
+
+    targets = expand_targets(["broad"])
+    assert len(targets) == len(set(targets)) == 48
+    assert all(t.startswith("stan-") and stan_posterior_files(t) is not None for t in targets)
+    assert "stan-dogs-dogs" in targets and "stan-arK-arK" in targets
+    assert expand_targets(["pdb-arK-arK", "broad"])[:2] == ["pdb-arK-arK", targets[0]]

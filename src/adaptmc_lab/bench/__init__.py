@@ -23,10 +23,12 @@ from adaptmc_lab.bench.config import (
     QUICK_CONFIG,
     QUICK_SAMPLERS,
     QUICK_TARGETS,
+    TARGET_SETS,
     BenchConfig,
     Cell,
     SamplerOutput,
     cell_seed,
+    expand_targets,
     make_cells,
 )
 from adaptmc_lab.bench.distributed import make_client, run_cells
@@ -95,6 +97,7 @@ __all__ = [
     "QUICK_SAMPLERS",
     "QUICK_TARGETS",
     "SAMPLERS",
+    "TARGET_SETS",
     "BenchConfig",
     "Cell",
     "SamplerOutput",
@@ -103,6 +106,7 @@ __all__ = [
     "compute_cell",
     "deterministic_part",
     "evaluate",
+    "expand_targets",
     "make_cells",
     "markdown_table",
     "prepare_references",

@@ -98,3 +98,27 @@ QUICK_TARGETS = ("pdb-eight_schools-eight_schools_noncentered", "pdb-kidiq-kidsc
                  "std-normal-10d")
 QUICK_SAMPLERS = ("adaptmc-adaptive-hmc", "blackjax-nuts")
 QUICK_CONFIG = BenchConfig(num_chains=4, num_warmup=200, num_samples=300)
+
+
+def broad_targets() -> tuple[str, ...]:
+    """The broad bench: every posteriordb posterior from its Stan program, ``stan-<name>``:
+    the 22 the library ships (published reference draws) and the 26 the lab ships
+    (`adaptmc_lab.datasets.posteriordb_extra`, references from two samplers that agree where
+    they did)."""
+    from adaptmc.datasets.posteriordb import default_posteriordb_dir
+    from adaptmc_lab.datasets.posteriordb_extra import extra_posteriors
+
+    shipped = sorted(p.name for p in default_posteriordb_dir().iterdir()
+                     if (p / "model.stan").is_file())
+    return tuple(f"stan-{name}" for name in (*shipped, *extra_posteriors()))
+
+
+TARGET_SETS = {"broad": broad_targets}
+"""Names ``--targets`` expands (`expand_targets`) into lists of targets."""
+
+
+def expand_targets(names: list[str]) -> list[str]:
+    """``names`` with every name of `TARGET_SETS` replaced by its targets."""
+    return [t for name in names
+            for t in (TARGET_SETS[name]() if name in TARGET_SETS else (name,))]
+
