@@ -26,3 +26,23 @@ def moment_z_scores(draws, true_mean, true_var):
     sq = (draws - true_mean) ** 2
     z_var = (sq.mean(axis=(0, 1)) - true_var) / mcse_mean(sq)
     return z_mean, z_var
+
+
+def counting_gaussian(scales):
+    """``(logdensity, count)``: a centred Gaussian with sds ``scales`` whose log density adds
+    one to ``count[0]`` per evaluation (a host callback: once per point, also under
+    ``vmap``), the counter the gradient-count tests compare a run's record with."""
+    import jax
+    import jax.numpy as jnp
+
+    count = [0]
+
+    def add(_):
+        count[0] += 1
+
+    def logdensity(x):
+        jax.debug.callback(add, x)
+        return -0.5 * jnp.sum((x / scales) ** 2)
+
+    return logdensity, count
+

@@ -20,6 +20,7 @@ from adaptmc.datasets.posteriordb import default_posteriordb_dir
 from adaptmc.diagnostics import format_summary
 from adaptmc.run_facts import gradient_shares
 from adaptmc.targets.base import make_target
+from helpers import counting_gaussian
 
 SCALES = jnp.array([0.1, 1.0, 10.0, 3.0])
 CHAINS = 4
@@ -29,17 +30,9 @@ after it, and the run's fingerprint."""
 
 
 def counting_target():
-    """A Gaussian whose log density adds one to ``count[0]`` per evaluation (a host
-    callback: called once per point, also under ``vmap``)."""
-    count = [0]
-
-    def add(_):
-        count[0] += 1
-
-    def logdensity(x):
-        jax.debug.callback(add, x)
-        return -0.5 * jnp.sum((x / SCALES) ** 2)
-
+    """A Gaussian whose log density adds one to ``count[0]`` per evaluation
+    (`helpers.counting_gaussian`)."""
+    logdensity, count = counting_gaussian(SCALES)
     return make_target(logdensity, jnp.ones(4), check=False), count
 
 

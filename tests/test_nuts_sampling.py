@@ -13,6 +13,7 @@ from adaptmc.adaptation.nuts_sampling import final_window, nuts_arm, nuts_reward
 from adaptmc.diagnostics import ess
 from adaptmc.objectives import robust_ess_per_grad
 from adaptmc.targets.base import make_target
+from helpers import counting_gaussian
 
 SCALES = jnp.array([0.1, 1.0, 10.0, 3.0])
 CHAINS = 4
@@ -29,21 +30,8 @@ def _warmed(logdensity, dim, seed=0, num_steps=200):
     return target, run
 
 
-def _counting_gaussian():
-    count = [0]
-
-    def add(_):
-        count[0] += 1
-
-    def logdensity(x):
-        jax.debug.callback(add, x)
-        return -0.5 * jnp.sum((x / SCALES) ** 2)
-
-    return logdensity, count
-
-
 def test_nuts_sampling_keeps_draws_and_counts_every_gradient_computed():
-    logdensity, count = _counting_gaussian()
+    logdensity, count = counting_gaussian(SCALES)
     _, run = _warmed(logdensity, 4)
     before = count[0]
     out = nuts_sample(nuts_arm(run), run.state, jax.random.key(7), draws=123)
