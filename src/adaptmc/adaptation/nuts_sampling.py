@@ -20,14 +20,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation.chains import chain_grads
 from adaptmc.adaptation.dual_averaging import DualAveragingState, da_final_step_size_compiled
 from adaptmc.adaptation.early import OUTPUTS, _Chains
-from adaptmc.adaptation.warmup_programs import CHUNK, chunk_program, padded
+from adaptmc.adaptation.warmup_programs import CHUNK, chunk_program, padded, split
 from adaptmc.targets.base import compiled
 
 FROZEN_T = 1e20
@@ -89,8 +88,7 @@ def nuts_sample(arm: NutsArm, state, key, draws: int) -> NutsDraws:
     chains = state.position.shape[0]
     metric = tuple(np.broadcast_to(a, (chains, *np.shape(a))) for a in arm.metric)
     for _ in range(-(-int(draws) // CHUNK)):
-        key, key_chunk = jax.random.split(key)
-        keys = jax.random.split(key_chunk, chains)
+        key, keys = split(key, chains)
         state, _, chunk = program((keys, state, frozen_dual_averaging(arm.step_sizes), metric))
         for name, value in zip(OUTPUTS, chunk, strict=True):
             out[name].append(np.asarray(value))

@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 
 from adaptmc_lab.bench.config import BenchConfig, SamplerOutput, initial_positions
-from adaptmc_lab.bench.nuts_arm import NUTS_ARM_ROWS
 from adaptmc_lab.bench.quantities import run_positions
 
 RECIPE_ROWS: dict[str, tuple[str, dict]] = {
     "adaptmc-adaptive-hmc": ("adaptive-hmc", {}),
     "adaptmc-adaptive-hmc-frozen": ("adaptive-hmc", {"tuning": 1}),  # --tuning 1
+    "adaptmc-adaptive-hmc-nuts": ("adaptive-hmc", {"nuts": "choose"}),  # NUTS as an arm
+    "adaptmc-adaptive-hmc-nuts-always": ("adaptive-hmc", {"nuts": "always"}),
     "adaptmc-adaptive-hmc-parametric": ("adaptive-hmc", {"tuner": "parametric"}),
     "adaptmc-adaptive-hmc-hedge": ("adaptive-hmc", {"tuner": "hedge"}),
     "adaptmc-adaptive-hmc-sir": ("adaptive-hmc", {"tuner": "sir"}),
@@ -172,5 +173,4 @@ SAMPLERS: dict[str, Callable[[Any, int, BenchConfig], SamplerOutput]] = {
     "nutpie": nutpie,
     "nutpie-diag": nutpie_on_target(low_rank=False),
     "nutpie-low-rank": nutpie_on_target(low_rank=True),
-    **NUTS_ARM_ROWS,
 }
