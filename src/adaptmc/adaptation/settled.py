@@ -78,25 +78,31 @@ def settled_measures(x, g, lp, steps, previous_steps, *, fg: int, bg: int, now: 
     (chains,)`` the averaged step sizes after this chunk and the one before; ``fg, bg``
     where the foreground and background windows start; ``kind, rank``: the estimates'
     (`metric_choice.estimate`, as the warm-up makes them). None while a window is too short
-    or the step was restarted too recently to judge."""
+    or the step was restarted too recently to judge; ``metric_spread`` None when the step
+    size or the chains already say no (its two metric fits are the test's costly part)."""
     if bg - fg < MIN_WINDOW or now - bg < max(MIN_WINDOW, MIN_SINCE_SWAP) \
             or previous_steps is None:
         return None
     from adaptmc.diagnostics import rhat
 
-    a = metric_choice.estimate(x[:, fg:bg], g[:, fg:bg], kind, rank, None)
-    b = metric_choice.estimate(x[:, bg:now], g[:, bg:now], kind, rank, None)
     change = np.abs(np.log(np.asarray(steps) / np.asarray(previous_steps)))
     window_lp = lp[:, fg:now]
-    return {"at": int(now), "metric_spread": metric_spread(a, b),
-            "step_change": float(np.expm1(np.median(change))),
-            "rhat_lp": float(rhat(window_lp[:, :, None])[0]) if len(lp) > 1 else 1.0,
-            "far_chains": [int(c) for c, _ in far_chains(x[:, fg:now], window_lp)]}
+    measures = {"at": int(now), "metric_spread": None,
+                "step_change": float(np.expm1(np.median(change))),
+                "rhat_lp": float(rhat(window_lp[:, :, None])[0]) if len(lp) > 1 else 1.0,
+                "far_chains": [int(c) for c, _ in far_chains(x[:, fg:now], window_lp)]}
+    if measures["step_change"] <= STEP_CHANGE and measures["rhat_lp"] <= RHAT_LP \
+            and not measures["far_chains"]:  # the two metric fits only when they can decide
+        a = metric_choice.estimate(x[:, fg:bg], g[:, fg:bg], kind, rank, None)
+        b = metric_choice.estimate(x[:, bg:now], g[:, bg:now], kind, rank, None)
+        measures["metric_spread"] = metric_spread(a, b)
+    return measures
 
 
 def is_settled(measures: dict | None) -> bool:
     """Whether `settled_measures` says the warm-up has settled."""
-    return measures is not None and measures["metric_spread"] <= METRIC_SPREAD \
+    return measures is not None and measures["metric_spread"] is not None \
+        and measures["metric_spread"] <= METRIC_SPREAD \
         and measures["step_change"] <= STEP_CHANGE and measures["rhat_lp"] <= RHAT_LP \
         and not measures["far_chains"]
 
