@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -193,6 +195,35 @@ def test_a_recipe_row_makes_the_draws_of_the_command_line(tmp_path):
     assert set(idata.posterior.data_vars) == {"theta", "mu", "tau"}  # constrained, as Stan's
     cli = run_positions(SimpleNamespace(idata=idata), target)
     np.testing.assert_array_equal(cli, output.positions)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("httpstan") is None
+                    or shutil.which(os.environ.get("CXX", "g++")) is None,
+                    reason="needs httpstan and a C++ compiler")
+def test_a_stan_program_run_is_read_back_as_its_positions():
+    """A Stan program's run stores its quantities constrained, transformed parameters and
+    generated quantities beside the parameters; the bench maps each draw back to Stan's
+    unconstrained space, so what it compares (`quantities`) is what the run stored. (It
+    once read every stored variable as a coordinate: errors of 130 reference sd on arK, a
+    failed reshape on diamonds.)"""
+    from adaptmc.kernels import HMCParams, hmc
+    from adaptmc.run import run
+    from adaptmc_lab.bench.quantities import quantities
+
+    target = get_target("stan-eight_schools-eight_schools_noncentered")
+    result = run(target, hmc, HMCParams(0.3, 6), num_super_transitions=4, gradient_budget=120,
+                 num_chains=2, seed=4, progress=False)
+    posterior = result.idata.posterior
+    assert {"theta", "theta_trans", "mu", "tau"} <= set(posterior.data_vars)
+    positions = run_positions(result, target)
+    assert positions.shape == (2, posterior.sizes["draw"], target.dim)
+    names, values = quantities(target, positions)
+    for i, name in enumerate(names):
+        variable, _, index = name.partition("[")
+        stored = posterior[variable].values
+        if index:
+            stored = stored[..., int(index.rstrip("]")) - 1]
+        np.testing.assert_allclose(values[..., i], stored, rtol=1e-9, atol=1e-12)
 
 
 def test_a_posteriordb_run_stored_constrained_keeps_its_accuracy():

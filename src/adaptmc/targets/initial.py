@@ -39,6 +39,21 @@ def unconstrained_point(target: Any, values: dict) -> np.ndarray:
     return point
 
 
+def unconstrained_draws(target: Any, values: dict) -> np.ndarray:
+    """``(chains, draws, dim)`` unconstrained positions of a run's constrained, named draws
+    ``values: {name: (chains, draws, *shape)}`` (its posterior), each draw mapped back as
+    `unconstrained_point` maps a start; transformed parameters and generated quantities in
+    ``values`` are ignored. `KeyError` naming a parameter ``values`` lacks."""
+    names = list(_named_start(target))
+    arrays = {name: np.asarray(values[name], dtype=float) for name in names}
+    chains, draws = np.shape(arrays[names[0]])[:2]
+    out = np.empty((chains, draws, target.dim))
+    for c in range(chains):
+        for d in range(draws):
+            out[c, d] = _unconstrain(target, {k: v[c, d] for k, v in arrays.items()})
+    return out
+
+
 def _unconstrain(target, merged: dict):
     info = target.info
     if "stan_model" in info:

@@ -53,19 +53,19 @@ def bnn_quantities(target, positions: np.ndarray) -> tuple[list[str], np.ndarray
 
 def run_positions(result, target=None) -> np.ndarray:
     """``(chains, draws, dim)`` flat unconstrained draws of a `RunResult`, in
-    ``ravel_pytree`` order. A target that stores its draws constrained and gives the
-    inverse map (a posteriordb translation: ``theta``, ``mu``, ``tau`` for ``theta_trans``,
-    ``mu``, ``log_tau``; ``info["unconstrain"]``) has each draw mapped back; otherwise the
+    ``ravel_pytree`` order. A target that stores its draws constrained (a Stan program, a
+    posteriordb translation: ``theta``, ``mu``, ``tau`` for ``theta_trans``, ``mu``,
+    ``log_tau``) has each draw mapped back (`adaptmc.targets.initial.unconstrained_draws`;
+    its transformed parameters and generated quantities ignored); otherwise the
     posterior's variables are the positions (`adaptmc.run` writes them in tree-flatten
     order, which is ravel order)."""
     posterior = result.idata.posterior
     chains, draws = posterior.sizes["chain"], posterior.sizes["draw"]
-    info = getattr(target, "info", {})
-    if getattr(target, "constrain", None) is not None and "unconstrain" in info:
-        values = {name: np.asarray(posterior[name].values) for name in posterior.data_vars}
-        rows = [info["unconstrain"]({k: v[c, d] for k, v in values.items()})
-                for c in range(chains) for d in range(draws)]
-        return np.asarray(rows).reshape(chains, draws, -1)
+    if getattr(target, "constrain", None) is not None:
+        from adaptmc.targets.initial import unconstrained_draws
+
+        return unconstrained_draws(target, {name: posterior[name].values
+                                            for name in posterior.data_vars})
     return np.concatenate(
         [np.asarray(posterior[name].values).reshape(chains, draws, -1)
          for name in posterior.data_vars],
