@@ -191,9 +191,11 @@ def test_adaptive_hmc_puts_its_gp_bandit_under_the_stop_rule(tuner, tuning, tole
                       stop=("ucb-lcb", tolerance))
     assert plan.tuner.name.startswith("stop+") == stops
     assert plan.adapt_until == plan.num_warmup == tuning
+    facts = plan.tuner.describe(plan.tuner.init(jax.random.key(0)))
     if stops:
-        facts = plan.tuner.describe(plan.tuner.init(jax.random.key(0)))
         assert facts["min_updates"] == first and facts["tolerance"] == tolerance
+    # the GP bandits compare rewards on the log scale (`adaptive.LOG_SCALE`), the others not
+    assert ("'log_rewards': True" in repr(facts)) == (tuner in ("gp-ucb", "hedge"))
 
 
 def test_stop_tolerance_on_the_command_line_and_checked():
@@ -255,3 +257,25 @@ def test_default_tuning_earns_its_cost():
     assert _tuning_length(1000, flat) == MIN_TUNING
     assert _tuning_length(100_000, flat) == 12
     assert value_tolerance(160, 1000, 8) == pytest.approx(0.02)
+
+
+def test_separation_on_the_log_scale_is_a_fraction_of_the_frozen_reward():
+    """With rewards compared on the log scale a normalised difference ``d`` over a range of
+    log rewards ``span`` is the ratio ``exp(span d)``: the rule's ratios are ``expm1`` of it
+    (here the box's best lies half the range, a factor sqrt(2), above the frozen setting)."""
+    from adaptmc.tuners.annealed import Posterior
+    from adaptmc.tuners.stopping import SETTINGS_PER_DIM, separation
+
+    box = tuners.make_box({"step_size": (0.1, 1.0)}, log=("step_size",))
+    measured = np.linspace(0.0, 0.5, SETTINGS_PER_DIM + 1)[:, None]
+
+    def predict(u):
+        u = np.atleast_2d(u)
+        return u[:, 0].astype(float), np.zeros(len(u))
+
+    posterior = Posterior(box, predict, measured, np.log(10.0), np.log(20.0), log=True)
+    for rule in ("ucb-lcb", "ucb", "ei"):
+        for ratio in separation(posterior, rule=rule):
+            assert ratio == pytest.approx(np.sqrt(2.0) - 1.0, rel=1e-3)  # DIRECT's grid
+    linear = posterior._replace(low=10.0, high=20.0, log=False)
+    assert separation(linear, rule="ei")[2] == pytest.approx(5.0 / 15.0, rel=1e-3)

@@ -125,6 +125,21 @@ def test_schedules():
         geometric(1.5)
 
 
+def test_log_rewards_normalise_ratios_and_are_recorded():
+    """On the log scale equal ratios are equal steps and a reward that is not positive is a
+    failure; a GP bandit made with ``log_rewards`` records it, and a refit reads it back."""
+    from adaptmc.tuners.surrogate import gp_config_from
+
+    out = tuners.normalise_rewards(np.array([1.0, 10.0, 100.0, 0.0, np.nan, -3.0]), log=True)
+    np.testing.assert_allclose(out, [0.0, 0.5, 1.0, 0.0, 0.0, 0.0])
+    box = tuners.make_box({"step_size": (0.1, 1.0)}, log=("step_size",))
+    tuner = tuners.gp_ucb(box, log_rewards=True, noise_var=0.03)
+    facts = tuner.describe(tuner.init(None))
+    assert facts["log_rewards"] is True and facts["noise_var"] == 0.03
+    assert gp_config_from(facts).log_rewards is True
+    assert gp_config_from({"noise_var": 0.01}).log_rewards is False
+
+
 def test_normalise_rewards_scores_failures_worst():
     out = tuners.normalise_rewards(np.array([2.0, np.nan, 4.0, 3.0, -np.inf]))
     np.testing.assert_allclose(out, [0.0, 0.0, 1.0, 0.5, 0.0])

@@ -19,7 +19,8 @@
    counted per gradient of the whole run were the setting frozen, warm-up and tuning
    included (`adaptmc.objectives.over_the_run`), as the summary reports it, so that a
    1000-draw run does not freeze a one-step setting whose few kept draws cannot repay the
-   warm-up. The box moves (`adaptmc.tuners.moving_box`): at mid-tuning an edge where the
+   warm-up. The GP bandits compare rewards on the log scale (`LOG_SCALE`). The box moves
+   (`adaptmc.tuners.moving_box`): at mid-tuning an edge where the
    best setting lies extends by half its log span (``L`` at most ``budget / 8``), so an
    optimum just past the warm-up's box is measured rather than frozen at its edge.
    Step-size jitter (Neal 2011, Sec. 5.4.2.2) randomises every trajectory's length, so a
@@ -74,6 +75,14 @@ buys, and its floor ``2 kappa sd`` kept it above a tenth of the reward through a
 super-transitions of every run measured, at ~19k gradients a run."""
 
 NUTS_CHOICES = ("off", "choose", "always")
+
+LOG_SCALE = {name: {"log_rewards": True, "noise_var": tuners.surrogate.LOG_NOISE_VAR}
+             for name in ("gp-ucb", "hedge")}
+"""The GP bandits' rewards compared on the log scale, with the noise a super-transition's
+reward measurably has there (`adaptmc.tuners.surrogate.LOG_NOISE_VAR`): an effective sample
+size per gradient spans orders of magnitude over the box and its estimate's error is
+relative, so on the linear scale the largest rewards, noise included, set the scale and
+squeeze every other setting towards the bottom (docs/notes/pergrad.md)."""
 
 MIN_TUNING = 6
 """The fewest tuning super-transitions before the stop rule is consulted: ``3 d`` arm pulls
@@ -246,7 +255,8 @@ def tuned_plan(warm, *, tuner: str, tuning: int, draws: int, budget: int | None,
         box = box._replace(upper=np.array([2 * eps, float(max(low + 1, budget // 4))]))
     initial = {"step_size": eps, "num_leapfrog": int(min(median, box.upper[1]))}
     bandit = make_bandit(tuner, box, initial=initial, extend_after=tuning // 2 or None,
-                         limits={"num_leapfrog": (1, max(box.upper[1], budget // 8))})
+                         limits={"num_leapfrog": (1, max(box.upper[1], budget // 8))},
+                         options=LOG_SCALE.get(tuner))
     overhead = run_overhead(warm, budget, tuning, draws)
     if stop is not None and stop[1] is None:
         stop = (stop[0], value_tolerance(budget, draws, initial["num_leapfrog"], overhead))

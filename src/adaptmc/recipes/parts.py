@@ -82,18 +82,19 @@ def _capped(top: float, budget: int) -> float:
 def make_bandit(name: str, box: tuners.Box, schedule: str | None = None,
                 anneal_rate: float | None = None, initial: dict | None = None,
                 moving: bool = True, extend_after: int | None = None,
-                limits: dict | None = None) -> Tuner:
+                limits: dict | None = None, options: dict | None = None) -> Tuner:
     """A bandit of `adaptmc.tuners.TUNERS` (a tuner that searches a box) over ``box`` with an
     adoption schedule (None: the tuner's own default; see `adaptmc.tuners.SCHEDULES`),
     starting from ``initial`` (None: the policy's own first draw; random search always
     draws). With ``moving`` and a positive
     ``step_size`` range, the box is a `adaptmc.tuners.moving_box`: while every setting tried
     has failed, the step's range shrinks below the smallest failure; after ``extend_after``
-    updates (None: never) an edge holding the best setting extends, within ``limits``."""
+    updates (None: never) an edge holding the best setting extends, within ``limits``.
+    ``options``: the policy's own keywords (e.g. `adaptmc.tuners.gp_ucb`'s ``noise_var``)."""
     if moving and "step_size" in box.names and box.lower[box.names.index("step_size")] > 0:
         return tuners.moving_box(
             lambda moved, first: make_bandit(name, moved, schedule, anneal_rate, first,
-                                             moving=False),
+                                             moving=False, options=options),
             box, initial=initial, extend_after=extend_after, limits=limits)
     if anneal_rate is not None and schedule is None:
         raise ValueError("an anneal rate needs a schedule (exp, poly, geometric or constant)")
@@ -106,7 +107,7 @@ def make_bandit(name: str, box: tuners.Box, schedule: str | None = None,
         made = make() if anneal_rate is None else make(anneal_rate)
     if name not in bandit_tuners():
         raise ValueError(f"unknown bandit {name!r}; choose one of {', '.join(bandit_tuners())}")
-    return TUNERS[name].make(box, schedule=made, initial=initial)
+    return TUNERS[name].make(box, schedule=made, initial=initial, **(options or {}))
 
 
 def make_tuner(name: str, kernel: Kernel, *, budget: int, box: tuners.Box | dict | None = None,

@@ -159,24 +159,29 @@ class Posterior(NamedTuple):
     the latent reward normalised to ``[0, 1]`` (`adaptmc.tuners.surrogate.normalise_rewards`)
     at points of the box's unit cube; measured: ``(k, d)`` the unit points of the settings
     `best_by_mean` chooses among (`scored_settings`); low, high: the raw rewards that
-    normalise to 0 and 1 (the finite rewards' minimum and maximum)."""
+    normalise to 0 and 1 (the finite rewards' minimum and maximum; their logs when ``log``,
+    the rewards compared on the log scale)."""
 
     box: Box
     predict: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
     measured: np.ndarray
     low: float
     high: float
+    log: bool = False
 
 
-def bandit_posterior(box: Box, state: dict, predict) -> Posterior | None:
+def bandit_posterior(box: Box, state: dict, predict, log: bool = False) -> Posterior | None:
     """The `Posterior` of an annealed policy's ``state`` under the surrogate ``predict``
-    (fitted to that state); None before any reward scored."""
+    (fitted to that state, on the log scale if ``log``); None before any reward scored."""
     rewards = np.asarray(state["rewards"], dtype=float)
+    if log:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rewards = np.where(rewards > 0, np.log(rewards), np.nan)
     finite = rewards[np.isfinite(rewards)]
     if not finite.size:
         return None
     measured = to_unit(box, scored_settings(box, state))
-    return Posterior(box, predict, measured, float(finite.min()), float(finite.max()))
+    return Posterior(box, predict, measured, float(finite.min()), float(finite.max()), log)
 
 
 def policy_facts(policy: str, box: Box, schedule: Schedule, initial: dict | None,

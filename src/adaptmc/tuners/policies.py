@@ -74,7 +74,8 @@ def _gp_posterior(box: Box, config: GPConfig):
         if len(state["rewards"]) == 0:
             return None
         post = fit_gp(box, state, config)
-        return bandit_posterior(box, state, lambda u: gp_predict(post, u))
+        return bandit_posterior(box, state, lambda u: gp_predict(post, u),
+                                config.log_rewards)
 
     return posterior
 
@@ -89,6 +90,7 @@ def gp_ucb(
     schedule: Schedule | None = None,
     initial: dict | None = None,
     maxfun: int | None = None,
+    log_rewards: bool = False,
 ) -> Tuner:
     """The annealed GP-UCB bandit (Wang 2012, Algorithm 3).
 
@@ -111,10 +113,13 @@ def gp_ucb(
         The first setting (default: uniform in the box).
     maxfun
         DIRECT's evaluation budget (default ``100 d``).
+    log_rewards
+        Normalise the rewards on the log scale (`adaptmc.tuners.surrogate.normalise_rewards`;
+        the paper normalises them linearly).
     """
     box = check_box(box)
     schedule = exponential(ANNEAL_RATE) if schedule is None else schedule
-    config = GPConfig(alpha, signal_var, noise_var)
+    config = GPConfig(alpha, signal_var, noise_var, log_rewards)
     snap = snapper(box)
 
     def new_point(rng, state, i, p):
@@ -141,7 +146,7 @@ def gp_ucb(
 def hedge(box: Box, *, eta: float = 1.0, xi: float = 0.01, alpha: float = LENGTHSCALE_FRACTION,
           signal_var: float = SIGNAL_VAR, noise_var: float = NOISE_VAR, delta: float = 0.1,
           schedule: Schedule | None = None, initial: dict | None = None,
-          maxfun: int | None = None) -> Tuner:
+          maxfun: int | None = None, log_rewards: bool = False) -> Tuner:
     """GP-Hedge: a portfolio of PI, EI and UCB (Hoffman, Brochu & de Freitas 2011; used for
     adaptive MCMC by Mahendran et al. 2012).
 
@@ -155,7 +160,7 @@ def hedge(box: Box, *, eta: float = 1.0, xi: float = 0.01, alpha: float = LENGTH
     """
     box = check_box(box)
     schedule = exponential(ANNEAL_RATE) if schedule is None else schedule
-    config = GPConfig(alpha, signal_var, noise_var)
+    config = GPConfig(alpha, signal_var, noise_var, log_rewards)
     snap = snapper(box)
 
     def new_point(rng, state, i, p):

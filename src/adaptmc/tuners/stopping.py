@@ -34,7 +34,10 @@ ratio is at most ``tolerance`` (for an ESS-per-gradient reward, as a fraction of
 sampling phase's effective draws per gradient: how far the frozen setting may be short of
 the box's best, confidently, for ``ucb-lcb``; how much more any setting may promise at
 ``kappa`` sd for ``ucb``; the improvement one more pull is expected to find for ``ei``). Where
-the predicted reward is not positive the ratio is infinite (no stop). All three ratios are
+the predicted reward is not positive the ratio is infinite (no stop). A bandit that compares
+rewards on the log scale (`adaptmc.tuners.surrogate.GPConfig.log_rewards`) has ``low, high``
+as log rewards: there ``(high - low)`` times a normalised difference is a log ratio, and the
+ratio is its ``expm1``, the same fraction of the frozen setting's reward. All three ratios are
 recorded after every update, whichever rule decides; DIRECT searches only the deciding
 rule's acquisition, and the other is maximised over the points that search evaluated (a
 lower bound: `separation`).
@@ -101,7 +104,7 @@ def separation(posterior: Posterior | None, kappa: float = KAPPA,
     mu, sd = posterior.predict(posterior.measured)
     best = int(np.argmax(mu))
     span = posterior.high - posterior.low
-    value = posterior.low + span * float(mu[best])
+    value = 1.0 if posterior.log else posterior.low + span * float(mu[best])
     if not value > 0:
         return math.inf, math.inf, math.inf
     incumbent = float(mu[best])
@@ -119,8 +122,10 @@ def separation(posterior: Posterior | None, kappa: float = KAPPA,
     maxima = {searched: float(np.max(values)), other: float(np.max(other(points)))}
     top, gain = maxima[ucb], maxima[ei]
     scale = span / value
-    return (scale * (top - (mu[best] - kappa * sd[best])),
-            scale * (top - (mu[best] + kappa * sd[best])), scale * gain)
+    ratios = (scale * (top - (mu[best] - kappa * sd[best])),
+              scale * (top - (mu[best] + kappa * sd[best])), scale * gain)
+    # on the log scale a difference is a log ratio: as a fraction of the frozen reward
+    return tuple(float(np.expm1(r)) for r in ratios) if posterior.log else ratios
 
 
 def regret_bound(posterior: Posterior | None, kappa: float = KAPPA,
