@@ -66,7 +66,7 @@ def reasonable_step_size(key, target, position, step_size: float = 1.0,
         delta = new_logdensity - 0.5 * p @ (scale * p) - logdensity + kinetic
         return jnp.where(jnp.isfinite(delta), delta, -jnp.inf) > math.log(0.5)
 
-    start = jnp.log(jnp.asarray(step_size, position.dtype))
-    log_eps, trials, _, _ = first_step(above_half, start, max_iter)
+    log_start = jnp.log(jnp.asarray(step_size, position.dtype))
+    log_eps, trials, _, _ = first_step(above_half, log_start, max_iter)
     # gradients: one per trial and the start's, unless given
     return jnp.exp(log_eps), trials + (1 if start is None else 0)
