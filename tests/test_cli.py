@@ -26,12 +26,13 @@ def test_sample_then_summary(tmp_path, capsys):
         assert (out / name).exists(), name
     idata = az.from_netcdf(out / "draws.nc")
     # 2 chains x 3 kept super-transitions x 400 / 20 steps; 4 x 2 x 400 gradients + 2 starts
+    # + the checks (each chain's start, the fingerprint's point)
     assert idata.posterior["x"].shape == (2, 60, 2)
-    assert idata.attrs["total_grad_evals"] == 4 * 2 * 400 + 2
+    assert idata.attrs["total_grad_evals"] == 4 * 2 * 400 + 2 + 3
     assert set(np.unique(idata.sample_stats["step_size"].values)) == {0.05}
     assert main(["summary", str(out)]) == 0
     again = capsys.readouterr().out
-    assert "gradient evaluations (all chains, tuning included) 3,202" in again
+    assert "gradient evaluations (all chains, tuning included) 3,205" in again  # checks: 3
 
 
 def test_grid_tuner_from_cli(tmp_path, capsys):

@@ -1,6 +1,7 @@
-"""Gradients counted are gradients computed: the run record's total against a counter
-around the log density, for the default recipe end to end (a JAX log density and a Stan
-program), and the warm-up's count when its chains run in lockstep."""
+"""Gradients counted are gradients computed: the run record's total equals a counter around
+the log density, for the default recipe end to end (a JAX log density and a Stan program
+with its own counters), for a resumed run (its ``resume_grads``), and the warm-up's count
+when its chains run in lockstep."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from helpers import counting_gaussian
 SCALES = jnp.array([0.1, 1.0, 10.0, 3.0])
 CHAINS = 4
 START_CHECKS = 2 * CHAINS + 1
-"""Evaluations outside the sampler: each chain's start checked before the warm-up and
-after it, and the run's fingerprint."""
+"""Evaluations outside the sampler, counted in the record's ``check_grads``: each chain's
+start checked before the warm-up and after it, and the run's fingerprint."""
 
 
 def counting_target():
@@ -41,11 +42,40 @@ def test_default_recipe_counts_every_gradient_it_computes():
     idata = adaptmc.sample(target, chains=CHAINS, seed=0, progress=False,
                            compile_cache=False, warmup_steps=150, draws=100, tuning=4)
     jax.effects_barrier()
-    assert count[0] == idata.attrs["total_grad_evals"] + START_CHECKS
+    assert count[0] == idata.attrs["total_grad_evals"]
+    assert idata.attrs["check_grads"] == START_CHECKS
     shares = gradient_shares(idata, idata.attrs)
-    assert shares["warm-up"] == json.loads(idata.attrs["warmup"])["num_grads"] + CHAINS
+    # the warm-up's own, the chains' first states after it and the checks
+    assert shares["warm-up"] == (json.loads(idata.attrs["warmup"])["num_grads"] + CHAINS
+                                 + START_CHECKS)
     assert sum(shares.values()) == idata.attrs["total_grad_evals"]
     assert "gradients: warm-up " in format_summary(idata)
+
+
+@pytest.mark.parametrize("stop_after", [3, 17])  # in the warm-up (15 chunks); in tuning
+def test_a_resumed_run_counts_what_it_computes_again(tmp_path, stop_after):
+    """A run stopped (as if killed) and resumed: both calls' evaluations are the record's
+    total, the uninterrupted run's, plus the resumed call's ``resume_grads`` (the checks,
+    the warm-up's fresh start and the chains' first states computed again)."""
+    from adaptmc.api import run_plan
+    from adaptmc.recipes import DEFAULT_RECIPE, build
+
+    target, count = counting_target()
+
+    def call(**kwargs):
+        plan = build(DEFAULT_RECIPE, target, seed=0, warmup_steps=150, draws=100, tuning=4)
+        result = run_plan(target, plan, chains=CHAINS, seed=0, progress=False, **kwargs)
+        jax.effects_barrier()
+        return result
+
+    whole = call().idata.attrs
+    count[0] = 0
+    out = tmp_path / "run"
+    assert call(output_dir=out, stop_after=stop_after).idata is None
+    attrs = call(output_dir=out, resume=True).idata.attrs
+    assert attrs["total_grad_evals"] == whole["total_grad_evals"]
+    assert attrs["resume_grads"] > 0
+    assert count[0] == attrs["total_grad_evals"] + attrs["resume_grads"]
 
 
 def test_lockstep_warmup_counts_the_longest_chain_for_every_chain(monkeypatch):
@@ -82,6 +112,6 @@ def test_stan_program_counts_every_gradient_the_library_computes():
     jax.effects_barrier()
     after = evaluations(target.info["stan_model"])
     points = sum(after.values()) - sum(before.values())
-    # outside the record: each chain's start checked once and the fingerprint's one point
-    # (the FFI's value-alone path; through a host callback the checks evaluate twice)
-    assert points == idata.attrs["total_grad_evals"] + CHAINS + 1
+    assert after["values"] == before["values"]  # no value alone: every point a gradient
+    assert points == idata.attrs["total_grad_evals"]
+    assert idata.attrs["check_grads"] == START_CHECKS

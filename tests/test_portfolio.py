@@ -53,9 +53,11 @@ def test_gradients_are_the_sum_of_the_phases_and_the_draws_are_right():
     record = _portfolio(idata)
     trials = [t["num_grads"] for t in record["trials"].values()]
     sampling = int(np.sum(idata.tuning["num_grads"].values))
-    assert idata.attrs["total_grad_evals"] == warm["warmup_num_grads"] + sum(trials) + sampling
+    assert idata.attrs["total_grad_evals"] == (warm["warmup_num_grads"] + sum(trials) + sampling
+                                               + idata.attrs["check_grads"])
     assert warm["num_grads"] == warm["warmup_num_grads"] + sum(trials)
-    cap = 4 * warm["gradient_budget"] * (FAST["tuning"] + 4) + 4  # chains x budget, + starts
+    # chains x budget, + starts, + a trial run's checks (each start, the fingerprint's point)
+    cap = 4 * warm["gradient_budget"] * (FAST["tuning"] + 4) + 4 + 5
     assert all(0.5 * cap < t <= cap for t in trials), (trials, cap)
     assert int(idata.sample_stats["n_grad_evals"].values.sum()) == sampling
     table = summary_in_blocks(idata)

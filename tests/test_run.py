@@ -35,14 +35,16 @@ def test_gradient_evaluations_counted_exactly(kernel, params, per_step, thin):
     result = run(TARGET, kernel, params, num_super_transitions=num_st, gradient_budget=budget,
                  num_chains=chains, seed=1, progress=False, thin=thin)
     steps = budget // per_step
-    expected = chains * (1 + num_st * steps * per_step)  # initial point + every step
+    checks = chains + 1  # each chain's start checked, the fingerprint's point
+    expected = chains * (1 + num_st * steps * per_step) + checks  # initial point + every step
     assert result.num_grads == expected
     assert result.idata.attrs["total_grad_evals"] == expected
+    assert result.idata.attrs["check_grads"] == checks
     tuning = result.idata.tuning
-    assert int(tuning.num_grads.sum()) == expected - chains
+    assert int(tuning.num_grads.sum()) == expected - chains - checks
     assert result.idata.posterior.x.shape == (chains, num_st * (steps // thin), 2)
     if thin == 1:
-        assert int(result.idata.sample_stats.n_grad_evals.sum()) == expected - chains
+        assert int(result.idata.sample_stats.n_grad_evals.sum()) == expected - chains - checks
 
 
 def test_grid_tuner_counts_every_tuning_gradient_and_keeps_best():
@@ -52,7 +54,7 @@ def test_grid_tuner_counts_every_tuning_gradient_and_keeps_best():
                  progress=False)
     tuning = result.idata.tuning
     per_st = [2 * (60 // int(L)) * int(L) for L in tuning.num_leapfrog.values]
-    assert result.num_grads == 2 + sum(per_st)
+    assert result.num_grads == 2 + sum(per_st) + 3  # starts, checks and fingerprint
     tried = list(zip(tuning.step_size.values[:6], tuning.num_leapfrog.values[:6], strict=True))
     assert len(set(tried)) == 6
     best = int(np.nanargmax(tuning.reward.values[:6]))

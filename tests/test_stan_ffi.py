@@ -122,8 +122,8 @@ def test_float32_positions_take_the_host_callback(eight_schools):
 
 def test_counter_equals_the_run_records_gradients(eight_schools):
     """A short HMC run: Stan evaluated the gradients the run record counts (one per chain
-    at the start, then what each step reports), plus the ones the record leaves out: the
-    check of each chain's starting point and the run's fingerprint probe (one each)."""
+    at the start, then what each step reports, and its checks: each chain's starting point
+    and the run's fingerprint probe, one each)."""
     import adaptmc
 
     chains = 2
@@ -132,9 +132,8 @@ def test_counter_equals_the_run_records_gradients(eight_schools):
                            num_leapfrog=5, super_transitions=3, budget=60, warmup=1,
                            chains=chains, seed=0, progress=False, compile_cache=False)
     after = _counts(eight_schools)
-    assert idata.attrs["total_grad_evals"] == chains * (1 + 3 * 60)
-    assert after["gradients"] - before["gradients"] == \
-        idata.attrs["total_grad_evals"] + chains + 1
+    assert idata.attrs["total_grad_evals"] == chains * (1 + 3 * 60) + chains + 1
+    assert after["gradients"] - before["gradients"] == idata.attrs["total_grad_evals"]
     assert after["values"] == before["values"]
 
 

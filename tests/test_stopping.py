@@ -135,7 +135,8 @@ def test_an_early_stop_drops_the_freed_tuning_and_counts_every_gradient():
     assert result.idata.posterior.sizes["draw"] == int(tuning["num_draws"].values[~warm].sum())
     assert result.idata.warmup_posterior.sizes["draw"] == int(
         tuning["num_draws"].values[warm].sum())
-    assert result.num_grads == 2 + int(tuning["num_grads"].values.sum())
+    # the starts' first states, and the checks: each start, the fingerprint's point
+    assert result.num_grads == 2 + int(tuning["num_grads"].values.sum()) + 3
     assert result.idata.attrs["total_grad_evals"] == result.num_grads
     assert result.idata.attrs["num_super_transitions"] == 8
     assert "tuning stopped after 4 of at most 6" in format_summary(result.idata)

@@ -114,7 +114,7 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         init = _named_init(made, init)
         plan = build(recipe, made, seed=seed, **options)
         starts = None if init is None and init_jitter == 0.5 else \
-            np.asarray(starting_positions(made, chains, seed, init, init_jitter))
+            np.asarray(starting_positions(made, chains, seed, init, init_jitter, check=False))
         result = run_plan(made, plan, chains=chains, seed=seed, initial_positions=starts,
                           output_dir=output_dir, force=force, thin=thin, progress=progress)
         return _reported(result.idata, plan.name, heldout_record, progress)

@@ -369,3 +369,21 @@ def test_jax_compile_seconds_count_every_program_a_call_compiles():
     rows = [{**_fake("a", "blackjax-nuts", 0, 4.0, 0.1), "host_s": 0.0, "jax_compile_s": 2.5}]
     table = speed_table(rows)
     assert "all JAX compile s" in table and "| 2.00 | 2.50 |" in table
+
+
+def test_a_recipe_rows_gradients_are_those_a_counter_sees():
+    """The adaptive-HMC row's gradients (before the first kept draw and after it) are every
+    evaluation of the log density the row makes: the run's record, its checks included."""
+    import jax
+    import jax.numpy as jnp
+
+    from adaptmc.targets import make_target
+    from adaptmc_lab.bench.samplers import SAMPLERS
+    from helpers import counting_gaussian
+
+    logdensity, count = counting_gaussian(jnp.array([0.5, 1.0, 2.0]))
+    target = make_target(logdensity, jnp.zeros(3), name="counting-3d", check=False)
+    config = bench.BenchConfig(num_chains=2, num_warmup=100, num_samples=60)
+    output = SAMPLERS["adaptmc-adaptive-hmc"](target, 3, config)
+    jax.effects_barrier()
+    assert output.warmup_grads + output.sampling_grads == count[0]

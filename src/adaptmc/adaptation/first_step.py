@@ -43,15 +43,18 @@ def first_step(above_half: Callable, log_step, max_iter: int):
 
 
 def reasonable_step_size(key, target, position, step_size: float = 1.0,
-                         max_iter: int = 100, inverse_mass=None) -> tuple[float, int]:
+                         max_iter: int = 100, inverse_mass=None,
+                         start=None) -> tuple[float, int]:
     """`first_step` on one leapfrog step from ``position`` with momentum ``N(0, M)``;
-    returns the step and the gradient evaluations spent (one per trial and one at the
-    start). ``inverse_mass``: a diagonal ``M^{-1}`` ``(dim,)`` (default the identity). The
-    first trial, which sets the direction, runs inside the loop, so the compiled program
-    holds the model's gradient twice (the start and the trial), not three times."""
+    returns the step and the gradient evaluations spent (one per trial, and one at the
+    start unless ``start``, the log density and gradient there, is given: a caller that
+    has them does not evaluate the point twice). ``inverse_mass``: a diagonal ``M^{-1}``
+    ``(dim,)`` (default the identity). The first trial, which sets the direction, runs
+    inside the loop, so the compiled program holds the model's gradient twice (the start
+    and the trial), not three times."""
     scale = jnp.ones_like(position) if inverse_mass is None else inverse_mass
     momentum = jax.random.normal(key, position.shape, position.dtype) / jnp.sqrt(scale)
-    logdensity, grad = target.logdensity_and_grad(position)
+    logdensity, grad = target.logdensity_and_grad(position) if start is None else start
     kinetic = 0.5 * momentum @ (scale * momentum)
 
     def above_half(log_eps):
@@ -63,7 +66,7 @@ def reasonable_step_size(key, target, position, step_size: float = 1.0,
         delta = new_logdensity - 0.5 * p @ (scale * p) - logdensity + kinetic
         return jnp.where(jnp.isfinite(delta), delta, -jnp.inf) > math.log(0.5)
 
-    start = jnp.log(jnp.asarray(step_size, position.dtype))
-    log_eps, trials, _, _ = first_step(above_half, start, max_iter)
-    # gradients: the start and one per trial
-    return jnp.exp(log_eps), trials + 1
+    log_start = jnp.log(jnp.asarray(step_size, position.dtype))
+    log_eps, trials, _, _ = first_step(above_half, log_start, max_iter)
+    # gradients: one per trial and the start's, unless given
+    return jnp.exp(log_eps), trials + (1 if start is None else 0)

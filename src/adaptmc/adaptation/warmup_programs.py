@@ -35,7 +35,8 @@ def first_program(target):
         logdensity, grad = target.logdensity_and_grad(x)
         scale = jnp.abs(grad)
         inverse_mass = jnp.clip(jnp.where(scale > 0, 1.0 / scale, 1.0), 1e-20, 1e20)
-        step, grads = reasonable_step_size(key, target, x, inverse_mass=inverse_mass)
+        step, grads = reasonable_step_size(key, target, x, inverse_mass=inverse_mass,
+                                           start=(logdensity, grad))
         return logdensity, grad, inverse_mass, step, grads
 
     def first(key, positions, ten):

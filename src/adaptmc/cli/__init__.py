@@ -153,7 +153,8 @@ def _starts(args, target):
         from adaptmc.targets.initial import unconstrained_point
 
         values = unconstrained_point(target, values)
-    return np.asarray(starting_positions(target, args.chains, args.seed, values, jitter))
+    return np.asarray(starting_positions(target, args.chains, args.seed, values, jitter,
+                                         check=False))  # the run checks them
 
 
 # the options of `adaptmc sample` a run folder's config.json must record to be resumed

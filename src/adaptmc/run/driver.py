@@ -57,7 +57,9 @@ class RunResult:
 
     idata: ArviZ InferenceData with groups posterior, sample_stats, warmup_posterior,
     warmup_sample_stats and tuning; num_grads: gradient evaluations over all chains,
-    initial points, warm-up and tuning included; output_dir: the run folder (or None);
+    initial points, warm-up, tuning and the run's checks included (its attr
+    ``check_grads``: each chain's start checked before and after a warm-up, and the run
+    folder's fingerprint, one point each); output_dir: the run folder (or None);
     states: every chain's kernel state where the run stopped; params: the kernel's
     ``Params`` of the last super-transition (the frozen setting once adaptation stopped).
     A later run continues the chains exactly with ``initial_states=states``.
@@ -111,14 +113,24 @@ class Context:
         self.thin = plan.thin if options.thin is None else options.thin
         self.starts, self.initial_states = options.initial_positions, options.initial_states
         self.prior_grads, self.attrs = int(options.prior_grads), dict(options.attrs or {})
+        # the checks' gradients: every chain's start, once before a warm-up and once after
+        # it (one point each), and the fingerprint's probe point
+        self.check_grads = 0
+        # a resumed call's gradients spent again to stand where its checkpoint stood (the
+        # record's attr ``resume_grads``; not in its total, the uninterrupted run's)
+        self.resume_grads = self.warmup_redone = 0
         if plan.warmup is None:
             self.starts = self._check_plan(after_warmup=self.prior_grads > 0)
-        elif self.starts is None and self.initial_states is None:
-            self.starts = default_positions(target, options.num_chains, seed)
+        elif self.initial_states is None:
+            self.starts = default_positions(target, options.num_chains, seed) \
+                if self.starts is None else initial_positions_checked(
+                    target, options.num_chains, self.starts, options.init_jitter, None)
+            self.check_grads += options.num_chains
         checks.check_run_args(target, plan.kernel, plan.params, plan.tuner,
                               plan.num_super_transitions, plan.gradient_budget,
                               options.num_chains, plan.num_warmup, options.checkpoint_every, 1)
         self.folder = _open(target, plan, options, self.thin)
+        self.check_grads += 1  # the fingerprint's probe point (`store.target_digest`)
         self.blocks, self.first, self.last = 0, {}, {}
         self.sampling: tuple[SuperTransitions, Progress] | None = None
 
@@ -133,7 +145,11 @@ class Context:
             state = stage.start(self.target, np.asarray(self.starts), run_keys(
                 self.options.seed, "warmup"), None if self.options.progress else False)
             if self.options.resume:
-                state = load_warmup(stage, state, self.folder.run_dir)
+                fresh = getattr(state, "num_grads", 0)
+                state, loaded = load_warmup(stage, state, self.folder.run_dir)
+                if loaded:  # redone: the checks so far and the warm-up's fresh start
+                    self.warmup_redone = fresh
+                    self.resume_grads = self.check_grads + fresh
             self.first[id(stage)] = stage.position(state)
             yield stage, state
             self._prepared(stage.finish(state), tick, compiled_before)
@@ -180,8 +196,10 @@ class Context:
         starting positions."""
         plan, options = self.plan, self.options
         _check_everything(self.target, plan, options, self.thin)
-        return _starts(self.target, options.num_chains, self.starts, self.initial_states,
-                       options.init_jitter, self.key_init, after_warmup)
+        starts = _starts(self.target, options.num_chains, self.starts, self.initial_states,
+                         options.init_jitter, self.key_init, after_warmup)
+        self.check_grads += options.num_chains
+        return starts
 
     def stopping(self, stage) -> bool:
         """Whether ``stop_after`` blocks ran in this call (then the run stops as if
@@ -219,7 +237,7 @@ class Context:
                 not isinstance(stage, SuperTransitions) or state.pending):
             self._checkpoint(stage, state)
         grads = state.total_grads if self.sampling else \
-            getattr(state, "num_grads", 0) + self.prior_grads
+            getattr(state, "num_grads", 0) + self.prior_grads + self.check_grads
         final = self.sampling[1] if self.sampling else None
         return RunResult(None, grads, time.perf_counter() - self.clocks[0],
                          compile_seconds() - self.clocks[1], self.folder.run_dir,
@@ -316,7 +334,9 @@ def _finish(ctx: Context, stage: SuperTransitions, state: Progress) -> RunResult
              "tuner": setup.tuner.name, "gradient_budget": setup.gradient_budget,
              "num_super_transitions": phases.length(state), "num_chains": setup.num_chains,
              "seed": ctx.options.seed, "thin": setup.thin,
-             "total_grad_evals": state.total_grads, **ctx.attrs, "wall_s": wall,
+             "total_grad_evals": state.total_grads, "check_grads": ctx.check_grads,
+             **({"resume_grads": ctx.resume_grads} if ctx.options.resume else {}),
+             **ctx.attrs, "wall_s": wall,
              "compile_s": compile_s,
              "compile_census": json.dumps(census(ctx.clocks[2]))}
     if run_dir is None:

@@ -165,37 +165,42 @@ def _host(value):
 
 
 def default_positions(target: Target, num_chains: int, seed: int,
-                      init_jitter: float = 0.5) -> jax.Array:
+                      init_jitter: float = 0.5, check: bool = True) -> jax.Array:
     """The starting points `run` draws when given none: the target's initial position plus
-    ``U(-init_jitter, init_jitter)`` per coordinate, from the run's key."""
+    ``U(-init_jitter, init_jitter)`` per coordinate, from the run's key; ``check``: each
+    checked (one gradient per chain), else left to the run that starts from them."""
     key_init = run_keys(seed, "init")
+    if not check:
+        return _jittered(key_init, target.initial_position, num_chains, init_jitter)
     return initial_positions_checked(target, num_chains, None, init_jitter, key_init)
 
 
 def starting_positions(target: Target, num_chains: int, seed: int, init=None,
-                       init_jitter: float = 0.5) -> jax.Array:
+                       init_jitter: float = 0.5, check: bool = True) -> jax.Array:
     """The chains' starting points from a user's ``init`` (unconstrained space): ``None``,
     the target's initial position, or a ``(dim,)`` point, each plus ``U(-init_jitter,
     init_jitter)`` per chain and coordinate from the run's key (``init_jitter = 0``: every
     chain at the point); or ``(num_chains, dim)`` points, taken as they are. Checked:
-    shapes, ``init_jitter >= 0``, finite log density and gradient at every start."""
+    shapes, ``init_jitter >= 0`` and, if ``check`` (one gradient per chain; `run` checks
+    the starts it is given again), a finite log density and gradient at every start."""
     init_jitter = float(init_jitter)
     if not (np.isfinite(init_jitter) and init_jitter >= 0):
         raise ValueError(f"init_jitter must be a finite number >= 0, got {init_jitter}")
     if init is None:
-        return default_positions(target, num_chains, seed, init_jitter)
+        return default_positions(target, num_chains, seed, init_jitter, check)
     init = np.asarray(init, dtype=float)
     if init.shape == (num_chains, target.dim):
-        return initial_positions_checked(target, num_chains, init, init_jitter, None)
-    if init.shape != (target.dim,):
+        positions = init
+    elif init.shape != (target.dim,):
         raise ValueError(f"init must have shape ({target.dim},) (one point, jittered per "
                          f"chain) or ({num_chains}, {target.dim}) (one per chain), got "
                          f"{init.shape}")
-    key_init = run_keys(seed, "init")
-    start = jnp.asarray(init, dtype=target.initial_position.dtype)
-    return initial_positions_checked(target, num_chains,
-                                     _jittered(key_init, start, num_chains, init_jitter),
-                                     init_jitter, None)
+    else:
+        start = jnp.asarray(init, dtype=target.initial_position.dtype)
+        positions = _jittered(run_keys(seed, "init"), start, num_chains, init_jitter)
+    if not check:
+        return jnp.asarray(positions, dtype=target.initial_position.dtype)
+    return initial_positions_checked(target, num_chains, positions, init_jitter, None)
 
 
 def initial_positions_checked(target: Target, num_chains: int, initial_positions,

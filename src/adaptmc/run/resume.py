@@ -37,17 +37,18 @@ def write_warmup(folder: Folder, arrays: dict) -> None:
 
 
 def load_warmup(stage, state, run_dir: Path):
-    """``state`` (the warm-up just started) set to the checkpoint in ``run_dir``, if there
-    is one; a damaged file or one of another run is one clear `ValueError`."""
+    """``(state, loaded)``: ``state`` (the warm-up just started) set to the checkpoint in
+    ``run_dir``, if there is one (``loaded``); a damaged file or one of another run is one
+    clear `ValueError`."""
     path = run_dir / WARMUP
     if not path.is_file():
-        return state
+        return state, False
     try:
         arrays = io.load_npz(path)
         saved = json.loads(bytes(arrays.pop("run/meta")).decode())["run"]
         if saved != store.run_id(store.read_config(run_dir)["fingerprint"]):
             raise ValueError("written by another run")
-        return stage.load(state, arrays)
+        return stage.load(state, arrays), True
     except (ValueError, KeyError, OSError, EOFError, TypeError, IndexError) as err:
         raise ValueError(f"cannot resume: {str(path)!r} is damaged ({io.describe_error(err)}); "
                          "start the run again with --force (force=True)") from None
@@ -75,8 +76,10 @@ def start_super_transitions(ctx) -> tuple[Tune, Progress]:
         state.start_index, state.total_grads = saved["next"], saved["total_grads"]
         state.index = state.start_index
         state.num_chunks, state.adapt_stop = saved["num_chunks"], saved["adapt_stop"]
+        # redone: the warm-up's fresh start, every check and the chains' first states
+        ctx.resume_grads = ctx.warmup_redone + ctx.check_grads + spent
     else:
-        state.total_grads += ctx.prior_grads
+        state.total_grads += ctx.prior_grads + ctx.check_grads
     return stage, state
 
 

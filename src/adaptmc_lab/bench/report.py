@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from adaptmc import io
+from adaptmc_lab.bench.comparison import comparison_report
 
 PEER_BASELINE = "blackjax-nuts"
 SECOND_BASELINE = "numpyro-nuts"
@@ -150,11 +151,13 @@ def plot_results(results: list[dict], path: str | os.PathLike) -> None:
 
 
 def write_report(results: list[dict], out: str | os.PathLike, command: str) -> Path:
-    """``results.json``, ``results.md`` (the command and the table) and
+    """``results.json``, ``results.md`` (the command, the table and, with nutpie's
+    low-rank cells, the comparison with them: `comparison_report`) and
     ``ess_per_grad.png`` in ``out``; returns the markdown's path."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     io.write_json(out / "results.json", {"command": command, "cells": results}, indent=1)
+    comparison = comparison_report(results)  # failed cells counted there
     failed = [r for r in results if r.get("failed")]
     results = [r for r in results if not r.get("failed")]
     failures = "".join(f"- {r['key']}: {r['error']}\n" for r in failed)
@@ -167,7 +170,7 @@ def write_report(results: list[dict], out: str | os.PathLike, command: str) -> P
             "(`bnn_quantities`), "
             "compared with a long Gibbs-within-HMC run (`bnn_reference`); accuracy columns are "
             "empty where a target has no reference; the ratio to NUTS is empty where "
-            f"either max R-hat exceeds {MAX_RHAT}.\n")
+            f"either max R-hat exceeds {MAX_RHAT}.\n" + (f"\n{comparison}" if comparison else ""))
     (out / "results.md").write_text(text)
     plot_results(results, out / "ess_per_grad.png")
     return out / "results.md"
