@@ -274,9 +274,10 @@ def plot_slice(ax_mean, ax_acq, box: Box, points: np.ndarray, rewards: np.ndarra
     others = np.delete(np.arange(box.dim), dim)
     on_slice = np.all(np.isclose(points[:, others], best[others]), axis=1) if len(others) else \
         np.ones(len(points), bool)
-    ax_mean.scatter(points[on_slice, dim], normalise_rewards(rewards)[on_slice], s=14,
+    log = bool(gp_config_from(facts or {}).log_rewards)
+    ax_mean.scatter(points[on_slice, dim], normalise_rewards(rewards, log)[on_slice], s=14,
                     c="black", zorder=3, label="rewards on this slice")
-    ax_mean.set_ylabel("reward (0: worst tried, 1: best)")
+    ax_mean.set_ylabel(f"{'log ' if log else ''}reward (0: worst tried, 1: best)")
     fixed = ", ".join(f"{parameter_label(box.names[k])} = {best[k]:.3g}" for k in others)
     ax_mean.set_title(f"Predicted reward at {fixed}" if fixed else "Predicted reward")
     ax_mean.legend(fontsize=7)
