@@ -201,6 +201,44 @@ def test_library_imports_nothing_of_stan():
 
 
 @pytest.mark.slow
+def test_constrain_and_unconstrain_from_a_fresh_thread_on_an_ode_model():
+    """Every entry point makes its thread's reverse-mode tape: a model whose constrained
+    quantities solve a stiff ODE differentiates inside (CVODES's Jacobian) though it is
+    called on doubles, and a thread that had never taken a gradient segfaulted there (nutpie's
+    worker threads, a callback's thread)."""
+    import threading
+
+    from adaptmc.targets.stan import stan_target
+
+    folder = default_posteriordb_dir() / "one_comp_mm_elim_abs-one_comp_mm_elim_abs"
+    model = stan_target(folder / "model.stan", folder / "data.json.zip").info["stan_model"]
+    points = np.random.default_rng(3).uniform(-2, 2, (4, model.dim))
+    out = {}
+
+    def fresh():
+        out["values"] = model.constrain(points, True, False)
+        names = [v.name for v in model.variables if v.block == "parameters"]
+        out["point"] = model.unconstrain(_named(model, out["values"][0], names))
+
+    worker = threading.Thread(target=fresh)
+    worker.start()
+    worker.join()
+    np.testing.assert_array_equal(out["values"], model.constrain(points, True, False))
+    np.testing.assert_allclose(out["point"], points[0], rtol=1e-9, atol=1e-12)
+
+
+def _named(model, flat: np.ndarray, names: list[str]) -> dict:
+    """The parameters ``names`` of one constrained draw ``flat`` (Stan's flat order)."""
+    named, start = {}, 0
+    for variable in model.variables:
+        size = int(np.prod(variable.shape, dtype=int))
+        if variable.name in names:
+            named[variable.name] = flat[start:start + size].reshape(variable.shape, order="F")
+        start += size
+    return named
+
+
+@pytest.mark.slow
 def test_cli_eight_schools_means_within_a_quarter_sd(tmp_path):
     """`adaptmc sample --target model.stan --data data.json.zip`: every mean within 0.25
     reference sd."""

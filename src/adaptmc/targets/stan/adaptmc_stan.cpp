@@ -2,7 +2,8 @@
 //
 // Compiled once per toolchain and linked with a model's stanc output, which defines
 // `new_model`. Every function is callable from any thread: the reverse-mode tape is
-// thread-local (STAN_THREADS) and each thread makes its own on first use. Functions that
+// thread-local (STAN_THREADS) and each thread makes its own on first use, in every entry
+// point, since code on doubles may differentiate inside too (an ODE solver's Jacobian). Functions that
 // can fail return a nonzero status and set `*err` to a message the caller frees with
 // `adaptmc_free_string`.
 
@@ -80,6 +81,7 @@ void adaptmc_free_string(char* text) { std::free(text); }
 
 // A model from its data as JSON text ("" or "{}" for none); NULL and *err on failure.
 void* adaptmc_model_new(const char* data_json, unsigned int seed, char** err) {
+  thread_tape();  // transformed data may differentiate inside (an ODE or algebraic solver)
   try {
     std::string text(data_json == nullptr ? "" : data_json);
     std::unique_ptr<stan::io::var_context> context;
@@ -206,6 +208,7 @@ int adaptmc_constrain(void* model, int count, const double* theta, double* out, 
                       int include_tp, int include_gq, const unsigned int* seeds, char** err) {
   auto& base = *static_cast<Model*>(model)->base;
   const Eigen::Index dim = static_cast<Eigen::Index>(base.num_params_r());
+  thread_tape();  // double-only code may still differentiate inside (an ODE solver's Jacobian)
   int failed = 0;
   std::ostringstream msgs;
   for (int i = 0; i < count; ++i) {
@@ -229,6 +232,7 @@ int adaptmc_constrain(void* model, int count, const double* theta, double* out, 
 // Unconstrained point `out: (dim,)` of the parameters' constrained values `values`.
 int adaptmc_unconstrain(void* model, const double* values, double* out, char** err) {
   auto& base = *static_cast<Model*>(model)->base;
+  thread_tape();
   try {
     std::vector<std::string> names;
     base.constrained_param_names(names, false, false);
