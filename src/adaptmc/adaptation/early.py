@@ -78,7 +78,8 @@ class EarlyWarmup(NamedTuple):
     window; draws: ``(chains, n, dim)`` its positions; logdensity: ``(chains, steps)``;
     num_grads: gradients over all chains; divergences; rhat_lp: split R-hat of the log
     density over the final window; stages: what ran; choice: what each candidate metric
-    measured; num_updates: metric estimates; wall_s, compile_s: seconds.
+    measured; num_updates: metric estimates; wall_s, compile_s: seconds; trajectory_times:
+    ``(chains, n)`` the final window's integration times (leapfrog steps times step size).
     """
 
     positions: np.ndarray
@@ -97,6 +98,7 @@ class EarlyWarmup(NamedTuple):
     wall_s: float
     compile_s: float
     far_chains: dict | None = None
+    trajectory_times: np.ndarray | None = None
 
 
 def warmup_rank(dim: int, metric: str = "auto") -> int:
@@ -339,6 +341,7 @@ def _result(run: _Chains, kind: str, choice: dict, updates: int, final_start: in
         positions=np.asarray(run.state.position),
         step_size=float(np.median(final_steps(run))),
         inverse_mass=inverse_mass, metric=kind, trajectory_steps=steps,
+        trajectory_times=steps * np.concatenate(run.out["eps"][first:], axis=1),
         draws=np.concatenate(run.out["x"][first:], axis=1), logdensity=lp_all,
         num_grads=run.num_grads,
         divergences=int(sum(np.sum(d) for d in run.out["div"])),

@@ -42,7 +42,8 @@ class NutsDraws(NamedTuple):
     """What `nuts_sample` made: positions ``(chains, draws, dim)``; logdensity, steps
     (leapfrog steps per transition) and divergent, each ``(chains, draws)``; num_grads:
     gradients computed over all chains (the dropped transitions' included); step_sizes:
-    ``(chains,)`` the frozen steps; states: where the chains stand."""
+    ``(chains,)`` the frozen steps (before jitter); states: where the chains stand;
+    acceptance: ``(chains, draws)`` each transition's acceptance statistic."""
 
     positions: np.ndarray
     logdensity: np.ndarray
@@ -51,6 +52,7 @@ class NutsDraws(NamedTuple):
     num_grads: int
     step_sizes: np.ndarray
     states: object
+    acceptance: np.ndarray | None = None
 
 
 def frozen_dual_averaging(step_sizes) -> DualAveragingState:
@@ -102,7 +104,7 @@ def nuts_sample(arm: NutsArm, state, key, draws: int) -> NutsDraws:
         grads += chain_grads(out["steps"][-1])
     cat = {name: np.concatenate(v, axis=1)[:, :draws] for name, v in out.items()}
     return NutsDraws(cat["x"], cat["lp"], cat["steps"], cat["div"], grads, arm.step_sizes,
-                     state)
+                     state, cat["acc"])
 
 
 def recorded_setting(out: NutsDraws) -> dict:
