@@ -27,10 +27,11 @@ transitions; between chunks, on the host, the inverse mass is re-estimated from 
    cost per leapfrog step); the chosen one is fitted to the whole window.
 5. **Final window**: the chosen metric held fixed and the step size alone adapted; its
    trajectory lengths give the tuner its range of ``L``. It starts as soon as the warm-up
-   has settled (`adaptmc.adaptation.settled`), ``num_steps`` is the most it runs. The step
-   to sample with is where the window's transitions say the acceptance statistic meets its
-   target (`adaptmc.adaptation.final_step`), not dual averaging's averaged step, which a
-   window this short leaves well below it.
+   has settled (`adaptmc.adaptation.settled`), ``num_steps`` is the most it runs. NUTS
+   samples (`adaptmc.adaptation.nuts_sampling`) at the steps where the window's transitions
+   say the acceptance statistic meets its target (`final_steps`,
+   `adaptmc.adaptation.final_step`), not at dual averaging's averaged steps, which a window
+   this short leaves well below it; the tuner starts from the averaged step.
 
 Every transition runs in one compiled program per target and shape, whose metric (a
 low-rank-plus-diagonal one padded to `warmup_rank` directions) and step sizes are arguments:
@@ -72,14 +73,14 @@ class EarlyWarmup(NamedTuple):
     """What `early_warmup` measured.
 
     positions: ``(chains, dim)`` where the chains stand; step_size: the median of the chains'
-    final steps (`final_steps`); inverse_mass: ``(dim,)``, ``(dim, dim)`` or a
+    averaged steps (dual averaging's, the tuner's start; NUTS samples at `final_steps`);
+    inverse_mass: ``(dim,)``, ``(dim, dim)`` or a
     `LowRankInverseMass`; metric: ``"diag"``, ``"dense"`` or ``"low-rank"``;
     trajectory_steps: ``(chains, n)`` NUTS leapfrog steps per transition of the final
     window; draws: ``(chains, n, dim)`` its positions; logdensity: ``(chains, steps)``;
     num_grads: gradients over all chains; divergences; rhat_lp: split R-hat of the log
     density over the final window; stages: what ran; choice: what each candidate metric
-    measured; num_updates: metric estimates; wall_s, compile_s: seconds; trajectory_times:
-    ``(chains, n)`` the final window's integration times (leapfrog steps times step size).
+    measured; num_updates: metric estimates; wall_s, compile_s: seconds.
     """
 
     positions: np.ndarray
@@ -98,7 +99,6 @@ class EarlyWarmup(NamedTuple):
     wall_s: float
     compile_s: float
     far_chains: dict | None = None
-    trajectory_times: np.ndarray | None = None
 
 
 def warmup_rank(dim: int, metric: str = "auto") -> int:
@@ -172,12 +172,12 @@ class _Chains:
         self.calls += 1
 
     def _rows(self, keys):
-        """The chunk program's argument: per chain its key, state, dual averaging, the
-        (shared) metric's arrays and no step jitter."""
+        """The chunk program's argument: per chain its key, state, dual averaging and the
+        (shared) metric's arrays."""
         chains = keys.shape[0]
         metric = tuple(np.broadcast_to(a, (chains, *np.shape(a)))
                        for a in padded(self.metric, self.rank))
-        return keys, self.state, self.da, metric, np.zeros(chains)
+        return keys, self.state, self.da, metric
 
     def adapt(self) -> None:
         """After a chunk: keep or revert, re-estimate the metric, swap the estimators when
@@ -339,9 +339,8 @@ def _result(run: _Chains, kind: str, choice: dict, updates: int, final_start: in
         inverse_mass = metric
     return EarlyWarmup(
         positions=np.asarray(run.state.position),
-        step_size=float(np.median(final_steps(run))),
+        step_size=float(np.median(np.asarray(da_final_step_size_compiled(run.da)))),
         inverse_mass=inverse_mass, metric=kind, trajectory_steps=steps,
-        trajectory_times=steps * np.concatenate(run.out["eps"][first:], axis=1),
         draws=np.concatenate(run.out["x"][first:], axis=1), logdensity=lp_all,
         num_grads=run.num_grads,
         divergences=int(sum(np.sum(d) for d in run.out["div"])),

@@ -209,14 +209,6 @@ def trajectory_box(steps: np.ndarray) -> tuple[int, int, int]:
     return low, int(min(max(round(q50), low), high)), high
 
 
-def trajectory_steps(warm) -> np.ndarray:
-    """The warm-up's NUTS trajectories in leapfrog steps of its final step size: their
-    integration times over ``warm.step_size`` where the warm-up records them (the final
-    window ran other steps than the one it ends with), else the steps as run."""
-    times = getattr(warm, "trajectory_times", None)
-    return warm.trajectory_steps if times is None else np.asarray(times) / warm.step_size
-
-
 def min_tuning(tuning: int) -> int:
     """Tuning super-transitions before the stop rule is consulted: `MIN_TUNING`, at most
     ``tuning``."""
@@ -245,7 +237,7 @@ def tuned_plan(warm, *, tuner: str, tuning: int, draws: int, budget: int | None,
     take at the median ``L``). The budget, ``max(20 L_median, 8 L_high)`` gradients per
     chain, follows from the trajectories the warm-up measured: twenty draws at its typical
     length, eight at the box's top."""
-    low, median, high = trajectory_box(trajectory_steps(warm))
+    low, median, high = trajectory_box(warm.trajectory_steps)
     eps = warm.step_size
     box = tuners.make_box({"step_size": (eps / 4, 2 * eps), "num_leapfrog": (low, high)},
                           integer=("num_leapfrog",), log=("step_size", "num_leapfrog"))
@@ -282,7 +274,7 @@ def run_overhead(warm, budget: int, tuning: int, draws: int) -> float:
 
 def warmup_record(warm, plan: Plan) -> dict:
     """JSON-able facts of the warm-up and the box it led to (the run's ``warmup`` attr)."""
-    low, median, high = trajectory_box(trajectory_steps(warm))
+    low, median, high = trajectory_box(warm.trajectory_steps)
     return {
         "stages": list(warm.stages),
         "metric": warm.metric,
