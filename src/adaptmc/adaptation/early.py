@@ -74,13 +74,12 @@ class EarlyWarmup(NamedTuple):
 
     positions: ``(chains, dim)`` where the chains stand; step_size: the median of the chains'
     averaged steps (dual averaging's, the tuner's start; NUTS samples at `final_steps`);
-    inverse_mass: ``(dim,)``, ``(dim, dim)`` or a
-    `LowRankInverseMass`; metric: ``"diag"``, ``"dense"`` or ``"low-rank"``;
-    trajectory_steps: ``(chains, n)`` NUTS leapfrog steps per transition of the final
-    window; draws: ``(chains, n, dim)`` its positions; logdensity: ``(chains, steps)``;
-    num_grads: gradients over all chains; divergences; rhat_lp: split R-hat of the log
-    density over the final window; stages: what ran; choice: what each candidate metric
-    measured; num_updates: metric estimates; wall_s, compile_s: seconds.
+    inverse_mass: ``(dim,)``, ``(dim, dim)`` or a `LowRankInverseMass`; metric: ``"diag"``,
+    ``"dense"`` or ``"low-rank"``; trajectory_steps: ``(chains, n)`` NUTS leapfrog steps per
+    transition of the final window; draws: ``(chains, n, dim)`` its positions; logdensity:
+    ``(chains, steps)``; num_grads: gradients over all chains; divergences; rhat_lp: split
+    R-hat of the log density over the final window; stages: what ran; choice: what each
+    candidate metric measured; num_updates: metric estimates; wall_s, compile_s: seconds.
     """
 
     positions: np.ndarray
