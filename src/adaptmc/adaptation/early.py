@@ -171,12 +171,12 @@ class _Chains:
         self.calls += 1
 
     def _rows(self, keys):
-        """The chunk program's argument: per chain its key, state, dual averaging and the
-        (shared) metric's arrays."""
+        """The chunk program's argument: per chain its key, state, dual averaging, the
+        (shared) metric's arrays and no step jitter."""
         chains = keys.shape[0]
         metric = tuple(np.broadcast_to(a, (chains, *np.shape(a)))
                        for a in padded(self.metric, self.rank))
-        return keys, self.state, self.da, metric
+        return keys, self.state, self.da, metric, np.zeros(chains)
 
     def adapt(self) -> None:
         """After a chunk: keep or revert, re-estimate the metric, swap the estimators when
