@@ -56,7 +56,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samplers", type=names("--samplers"), default=None,
                    help="comma-separated samplers (default: adaptmc-adaptive-hmc, "
                         "adaptmc-gadmala, blackjax-nuts; also -adaptive-hmc-frozen (--tuning 1), "
-                        "-nuts (NUTS as an arm), -nuts-always, "
+                        "-nuts (NUTS as an arm), -nuts-always, -nuts-frozen, "
                         "-parametric, -hedge, -sir, adaptmc-bandit-hmc, -hmc-da, -hmc-grid, "
                         "numpyro-nuts, "
                         "nutpie (PyMC twins), nutpie-diag and nutpie-low-rank (any target, "

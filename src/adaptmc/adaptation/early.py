@@ -27,7 +27,11 @@ transitions; between chunks, on the host, the inverse mass is re-estimated from 
    cost per leapfrog step); the chosen one is fitted to the whole window.
 5. **Final window**: the chosen metric held fixed and the step size alone adapted; its
    trajectory lengths give the tuner its range of ``L``. It starts as soon as the warm-up
-   has settled (`adaptmc.adaptation.settled`), ``num_steps`` is the most it runs.
+   has settled (`adaptmc.adaptation.settled`), ``num_steps`` is the most it runs. NUTS
+   samples (`adaptmc.adaptation.nuts_sampling`) at the steps where the window's transitions
+   say the acceptance statistic meets its target (`final_steps`,
+   `adaptmc.adaptation.final_step`), not at dual averaging's averaged steps, which a window
+   this short leaves well below it; the tuner starts from the averaged step.
 
 Every transition runs in one compiled program per target and shape, whose metric (a
 low-rank-plus-diagonal one padded to `warmup_rank` directions) and step sizes are arguments:
@@ -46,7 +50,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from adaptmc.adaptation import metric_choice, settled
+from adaptmc.adaptation import final_step, metric_choice, settled
 from adaptmc.adaptation.chains import chain_grads, regroup_far_chains
 from adaptmc.adaptation.dual_averaging import da_final_step_size_compiled, da_init_compiled
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
@@ -69,13 +73,13 @@ class EarlyWarmup(NamedTuple):
     """What `early_warmup` measured.
 
     positions: ``(chains, dim)`` where the chains stand; step_size: the median of the chains'
-    final steps; inverse_mass: ``(dim,)``, ``(dim, dim)`` or a `LowRankInverseMass`; metric:
-    ``"diag"``, ``"dense"`` or ``"low-rank"``; trajectory_steps: ``(chains, n)`` NUTS
-    leapfrog steps per transition of the final window; draws: ``(chains, n, dim)`` its
-    positions; logdensity: ``(chains, steps)``; num_grads: gradients over all chains;
-    divergences; rhat_lp: split R-hat of the log density over the final window; stages:
-    what ran; choice: what each candidate metric measured; num_updates: metric estimates;
-    wall_s, compile_s: seconds.
+    averaged steps (dual averaging's, the tuner's start; NUTS samples at `final_steps`);
+    inverse_mass: ``(dim,)``, ``(dim, dim)`` or a `LowRankInverseMass`; metric: ``"diag"``,
+    ``"dense"`` or ``"low-rank"``; trajectory_steps: ``(chains, n)`` NUTS leapfrog steps per
+    transition of the final window; draws: ``(chains, n, dim)`` its positions; logdensity:
+    ``(chains, steps)``; num_grads: gradients over all chains; divergences; rhat_lp: split
+    R-hat of the log density over the final window; stages: what ran; choice: what each
+    candidate metric measured; num_updates: metric estimates; wall_s, compile_s: seconds.
     """
 
     positions: np.ndarray
@@ -167,12 +171,12 @@ class _Chains:
         self.calls += 1
 
     def _rows(self, keys):
-        """The chunk program's argument: per chain its key, state, dual averaging and the
-        (shared) metric's arrays."""
+        """The chunk program's argument: per chain its key, state, dual averaging, the
+        (shared) metric's arrays and no step jitter."""
         chains = keys.shape[0]
         metric = tuple(np.broadcast_to(a, (chains, *np.shape(a)))
                        for a in padded(self.metric, self.rank))
-        return keys, self.state, self.da, metric
+        return keys, self.state, self.da, metric, np.zeros(chains)
 
     def adapt(self) -> None:
         """After a chunk: keep or revert, re-estimate the metric, swap the estimators when
@@ -229,7 +233,7 @@ class _Chains:
         return False
 
 
-OUTPUTS = ("x", "g", "lp", "steps", "div")
+OUTPUTS = ("x", "g", "lp", "steps", "div", "acc", "eps")
 
 
 def check_warmup(num_steps: int, metric: str) -> None:
@@ -277,6 +281,16 @@ def early_warmup(target, positions, key, *, num_steps: int = 500, metric: str = 
         run.advance()
         run.adapt()
     return chains_result(run)
+
+
+def final_steps(run: _Chains) -> np.ndarray:
+    """``(chains,)`` the steps to sample with after the warm-up ``run``: fitted to its
+    final window's steps and acceptance statistics (`final_step.final_step_sizes`)."""
+    first = run.final_start // CHUNK
+    acceptance = np.concatenate(run.out["acc"][first:], axis=1)
+    steps = np.concatenate(run.out["eps"][first:], axis=1)
+    return final_step.final_step_sizes(np.asarray(da_final_step_size_compiled(run.da)),
+                                       steps, acceptance, run.target_accept)
 
 
 def _choose(run: _Chains, start: int, stop: int, metric: str, rank: int):

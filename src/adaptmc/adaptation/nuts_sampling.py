@@ -5,10 +5,10 @@ BlackJAX's multinomial kernel) in one compiled chunk program whose metric and st
 arguments. Sampling with NUTS calls that same program (no second NUTS is compiled) with
 dual averaging frozen: every chunk starts from a dual-averaging state whose update moves
 the log step by ``sqrt(t) / (gamma (t + t0))`` per transition with ``t = FROZEN_T``, i.e.
-by less than ``1e-8`` over a chunk, so each chain samples at its final averaged step
-``exp(xbar)`` of the warm-up (Alg. 5's frozen step). Draws past ``draws`` in the last
-chunk are dropped; their gradients are counted, as every gradient computed is
-(`adaptmc.adaptation.chains.chain_grads`).
+by less than ``1e-8`` over a chunk, so each chain samples at the warm-up's final step
+(`adaptmc.adaptation.early.final_steps`), jittered by `JITTER` per transition. Draws
+past ``draws`` in the last chunk are dropped; their gradients are counted, as every
+gradient computed is (`adaptmc.adaptation.chains.chain_grads`).
 
 NUTS's reward (`nuts_reward`) is the bandit's (`adaptmc.objectives.robust_ess_per_grad`,
 over the run) measured on NUTS draws under the final metric: those of the warm-up's final
@@ -24,20 +24,28 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation.chains import chain_grads
-from adaptmc.adaptation.dual_averaging import DualAveragingState, da_final_step_size_compiled
-from adaptmc.adaptation.early import OUTPUTS, _Chains
+from adaptmc.adaptation.dual_averaging import DualAveragingState
+from adaptmc.adaptation.early import OUTPUTS, _Chains, final_steps
 from adaptmc.adaptation.warmup_programs import CHUNK, chunk_program, padded, split
 from adaptmc.targets.base import compiled
 
 FROZEN_T = 1e20
 """The dual-averaging iteration count of a frozen state (see the module docstring)."""
 
+JITTER = 0.1
+"""Each sampling transition's step is the chain's final step times ``U(0.9, 1.1)``: a
+randomised step keeps trajectories from being nearly periodic (Neal 2011, "MCMC using
+Hamiltonian dynamics", Sec. 5.4.2.2), as nutpie's default does (nuts-rs
+``StepSizeSettings``): on std-normal-10d, seed 0, a fixed step made NUTS take 16.5
+gradients a draw where the jittered one took 8.3 (docs/notes/nutseff.md)."""
+
 
 class NutsDraws(NamedTuple):
     """What `nuts_sample` made: positions ``(chains, draws, dim)``; logdensity, steps
     (leapfrog steps per transition) and divergent, each ``(chains, draws)``; num_grads:
     gradients computed over all chains (the dropped transitions' included); step_sizes:
-    ``(chains,)`` the frozen steps; states: where the chains stand."""
+    ``(chains,)`` the frozen steps (before jitter); states: where the chains stand;
+    acceptance: ``(chains, draws)`` each transition's acceptance statistic."""
 
     positions: np.ndarray
     logdensity: np.ndarray
@@ -46,6 +54,7 @@ class NutsDraws(NamedTuple):
     num_grads: int
     step_sizes: np.ndarray
     states: object
+    acceptance: np.ndarray | None = None
 
 
 def frozen_dual_averaging(step_sizes) -> DualAveragingState:
@@ -58,8 +67,9 @@ def frozen_dual_averaging(step_sizes) -> DualAveragingState:
 class NutsArm(NamedTuple):
     """What sampling with NUTS after the warm-up needs of it: the target, the final
     metric as the chunk program's arrays (``rank`` directions), its ``target_accept``,
-    each chain's averaged step ``(chains,)`` and the final window's NUTS draws
-    (`final_window`: positions, divergent, gradients) to measure NUTS's reward on."""
+    each chain's final step ``(chains,)`` (`early.final_steps`) and the final window's
+    NUTS draws (`final_window`: positions, divergent, gradients) to measure NUTS's reward
+    on."""
 
     target: object
     metric: tuple
@@ -72,7 +82,7 @@ class NutsArm(NamedTuple):
 def nuts_arm(run: _Chains) -> NutsArm:
     """The `NutsArm` of the finished warm-up ``run``."""
     return NutsArm(run.target, padded(run.metric, run.rank), run.rank, run.target_accept,
-                   np.asarray(da_final_step_size_compiled(run.da)), final_window(run))
+                   final_steps(run), final_window(run))
 
 
 def nuts_sample(arm: NutsArm, state, key, draws: int) -> NutsDraws:
@@ -89,13 +99,14 @@ def nuts_sample(arm: NutsArm, state, key, draws: int) -> NutsDraws:
     metric = tuple(np.broadcast_to(a, (chains, *np.shape(a))) for a in arm.metric)
     for _ in range(-(-int(draws) // CHUNK)):
         key, keys = split(key, chains)
-        state, _, chunk = program((keys, state, frozen_dual_averaging(arm.step_sizes), metric))
+        state, _, chunk = program((keys, state, frozen_dual_averaging(arm.step_sizes), metric,
+                                   np.full(chains, JITTER)))
         for name, value in zip(OUTPUTS, chunk, strict=True):
             out[name].append(np.asarray(value))
         grads += chain_grads(out["steps"][-1])
     cat = {name: np.concatenate(v, axis=1)[:, :draws] for name, v in out.items()}
     return NutsDraws(cat["x"], cat["lp"], cat["steps"], cat["div"], grads, arm.step_sizes,
-                     state)
+                     state, cat["acc"])
 
 
 def recorded_setting(out: NutsDraws) -> dict:

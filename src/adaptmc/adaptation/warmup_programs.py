@@ -51,26 +51,31 @@ def first_program(target):
 def chunk_program(target, target_accept: float):
     """Per chain, `CHUNK` NUTS transitions under a shared low-rank-plus-diagonal metric with
     dual averaging of the chain's step size: ``rows -> (states, dual averaging, outputs)``,
-    ``rows`` per chain its key (`split`), state, dual averaging and the metric's arrays
-    (broadcast); outputs per transition: position, gradient, log density, leapfrog steps,
-    divergent."""
+    ``rows`` per chain its key (`split`), state, dual averaging, the metric's arrays
+    (broadcast) and a jitter ``j``: each transition's step is dual averaging's times
+    ``U(1 - j, 1 + j)`` (0 in the warm-up; sampling's, Neal 2011, Sec. 5.4.2.2); outputs per
+    transition: position, gradient, log density, leapfrog steps, divergent, acceptance
+    statistic, step size."""
     import blackjax
     from blackjax.mcmc.metrics import LowRankInverseMassMatrix
 
     kernel = blackjax.nuts.build_kernel()
 
     def one(row):
-        key, state, da, metric = row  # the metric is every chain's (broadcast)
+        key, state, da, metric, jitter = row  # the metric is every chain's (broadcast)
         diag, vectors, values = metric
         inverse_mass = LowRankInverseMassMatrix(jnp.sqrt(diag), vectors, values)
 
         def body(carry, key):
             state, da = carry
-            state, info = kernel(key, state, target.logdensity, jnp.exp(da.log_step_size),
-                                 inverse_mass)
+            # a key of its own: with jitter 0 the transitions are those without it
+            u = jax.random.uniform(jax.random.fold_in(key, 1), minval=-1.0, maxval=1.0)
+            step = jnp.exp(da.log_step_size) * (1.0 + jitter * u)
+            state, info = kernel(key, state, target.logdensity, step, inverse_mass)
             da = da_update(da, info.acceptance_rate, target_accept)
             return (state, da), (state.position, state.logdensity_grad, state.logdensity,
-                                 info.num_integration_steps, info.is_divergent)
+                                 info.num_integration_steps, info.is_divergent,
+                                 info.acceptance_rate, step)
 
         (state, da), out = jax.lax.scan(body, (state, da), jax.random.split(key, CHUNK))
         return state, da, out

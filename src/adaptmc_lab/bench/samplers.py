@@ -26,6 +26,8 @@ RECIPE_ROWS: dict[str, tuple[str, dict]] = {
     "adaptmc-adaptive-hmc-frozen": ("adaptive-hmc", {"tuning": 1}),  # --tuning 1
     "adaptmc-adaptive-hmc-nuts": ("adaptive-hmc", {"nuts": "choose"}),  # NUTS as an arm
     "adaptmc-adaptive-hmc-nuts-always": ("adaptive-hmc", {"nuts": "always"}),
+    # NUTS right after the warm-up (one tuning super-transition, the fewest there are)
+    "adaptmc-adaptive-hmc-nuts-frozen": ("adaptive-hmc", {"tuning": 1, "nuts": "always"}),
     "adaptmc-adaptive-hmc-parametric": ("adaptive-hmc", {"tuner": "parametric"}),
     "adaptmc-adaptive-hmc-hedge": ("adaptive-hmc", {"tuner": "hedge"}),
     "adaptmc-adaptive-hmc-sir": ("adaptive-hmc", {"tuner": "sir"}),
