@@ -114,8 +114,7 @@ def gp_ucb(
     maxfun
         DIRECT's evaluation budget (default ``100 d``).
     log_rewards
-        Normalise the rewards on the log scale (`adaptmc.tuners.surrogate.normalise_rewards`;
-        the paper normalises them linearly).
+        Normalise the rewards on the log scale (the paper: linearly; `normalise_rewards`).
     """
     box = check_box(box)
     schedule = exponential(ANNEAL_RATE) if schedule is None else schedule
