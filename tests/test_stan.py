@@ -179,6 +179,20 @@ def test_no_compiler(tmp_path, monkeypatch):
         build_model(EIGHT / "model.stan")
 
 
+def test_another_environment_links_its_own_library(monkeypatch):
+    """A library finds TBB through its linking environment's httpstan (its rpath): a model
+    built in one virtual environment and loaded from another, the first one deleted, failed
+    to load (libtbb.so.2 not found). Objects are shared; the library's name is not."""
+    from adaptmc.targets.stan import build
+
+    cxx = build.compiler()
+    here = build.shared_parts(cxx)  # toolchain_id (cached) read from this environment
+    monkeypatch.setattr(build, "httpstan_dir", lambda: Path("/elsewhere/site-packages/httpstan"))
+    there = build.shared_parts(cxx)
+    assert there.key != here.key
+    assert (there.interface, there.ffi, there.pch) == (here.interface, here.ffi, here.pch)
+
+
 def test_no_httpstan(monkeypatch):
     from adaptmc.targets.stan import StanBuildError, build
 

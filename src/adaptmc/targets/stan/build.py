@@ -114,14 +114,18 @@ class Shared(NamedTuple):
 
 def shared_parts(cxx: str) -> Shared:
     """Where the shared parts for the compiler ``cxx`` are (built or not): named by hashes of
-    `toolchain_id` and of the sources (jaxlib's version for the FFI's headers)."""
+    `toolchain_id` and of the sources (jaxlib's version for the FFI's headers); the key of a
+    library linked with them also names httpstan's ``lib`` folder, its TBB's."""
     toolchain = toolchain_id(cxx)
     interface = hashlib.sha256(f"{toolchain}\n{INTERFACE.read_text()}".encode()).hexdigest()
     ffi = hashlib.sha256(f"{toolchain}\n{ffi_version()}\n{FFI.read_text()}".encode()).hexdigest()
     pch_dir = cache_dir() / f"pch-{toolchain[:16]}"
+    # the library finds TBB through the linking environment's path (its rpath): another
+    # environment (a new virtual environment, the old one deleted) links its own
+    linked = f"{interface}\n{ffi}\n{httpstan_dir() / 'lib'}"
     return Shared(pch_dir / "stan_pch.hpp", pch_dir / "stan_pch.hpp.gch",
                   cache_dir() / f"interface-{interface[:24]}.o", cache_dir() / f"ffi-{ffi[:24]}.o",
-                  hashlib.sha256(f"{interface}\n{ffi}".encode()).hexdigest())
+                  hashlib.sha256(linked.encode()).hexdigest())
 
 
 def build_model(stan_file: str | Path, progress: bool = True) -> Path:
