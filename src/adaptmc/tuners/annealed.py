@@ -35,6 +35,7 @@ from adaptmc.tuners.box import (
 from adaptmc.tuners.describe import box_config
 from adaptmc.tuners.gp import unique_points
 from adaptmc.tuners.schedules import Schedule, schedule_config
+from adaptmc.tuners.surrogate import log_scale
 
 ANNEAL_RATE = 0.05
 """Default ``lambda`` of the adoption schedule ``p_i = exp(-lambda (i - 1))`` (Wang 2012,
@@ -173,10 +174,7 @@ class Posterior(NamedTuple):
 def bandit_posterior(box: Box, state: dict, predict, log: bool = False) -> Posterior | None:
     """The `Posterior` of an annealed policy's ``state`` under the surrogate ``predict``
     (fitted to that state, on the log scale if ``log``); None before any reward scored."""
-    rewards = np.asarray(state["rewards"], dtype=float)
-    if log:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rewards = np.where(rewards > 0, np.log(rewards), np.nan)
+    rewards = log_scale(state["rewards"]) if log else np.asarray(state["rewards"], dtype=float)
     finite = rewards[np.isfinite(rewards)]
     if not finite.size:
         return None

@@ -50,6 +50,13 @@ LENGTHSCALE_FRACTION = 0.2
 """Default GP lengthscales as a fraction of the box widths (``alpha`` of Wang 2012)."""
 
 
+def log_scale(rewards: np.ndarray) -> np.ndarray:
+    """``log r`` of positive rewards, NaN (a failure) for the others."""
+    rewards = np.asarray(rewards, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(rewards > 0, np.log(rewards), np.nan)
+
+
 def normalise_rewards(rewards: np.ndarray, log: bool = False) -> np.ndarray:
     """``rewards: (n,)`` -> ``(n,)`` in ``[0, 1]``: ``(r - min) / (max - min)`` over the finite
     rewards; a non-finite reward (a failed or divergent super-transition) scores 0, the worst.
@@ -57,10 +64,7 @@ def normalise_rewards(rewards: np.ndarray, log: bool = False) -> np.ndarray:
     is not positive scores 0): for a positive reward whose estimate's error is relative,
     as an effective sample size's is, so that one lucky super-transition does not stretch
     the scale and squeeze every other setting towards 0."""
-    rewards = np.asarray(rewards, dtype=float)
-    if log:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rewards = np.where(rewards > 0, np.log(rewards), np.nan)
+    rewards = log_scale(rewards) if log else np.asarray(rewards, dtype=float)
     ok = np.isfinite(rewards)
     out = np.zeros_like(rewards)
     if ok.any():
