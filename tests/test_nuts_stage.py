@@ -41,6 +41,10 @@ def test_nuts_sampling_keeps_draws_and_counts_gradients_as_the_run_record_sums()
     assert result.num_grads == result.idata.attrs["total_grad_evals"]
     z = _draws(result).reshape(-1, target.dim)
     assert np.all(np.abs(z.mean(axis=0)) < 0.25) and np.all(np.abs(z.std(axis=0) - 1) < 0.25)
+    # NUTS's acceptance statistic is recorded (sampled at the step fitted to 0.8)
+    acceptance = stats["acceptance_rate"].values
+    assert np.all((acceptance >= 0) & (acceptance <= 1))
+    assert 0.6 < float(np.mean(acceptance)) < 0.95
 
 
 def test_the_choice_records_both_rewards_and_picks_hmc_where_it_wins():

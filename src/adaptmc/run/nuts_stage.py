@@ -64,16 +64,20 @@ def _draws(out, chains: int):
     """``(positions, stats, logdensity, totals)`` of NUTS draws as a super-transition's:
     every `adaptmc.run.loop.STEP_FIELDS` statistic (NaN where the chunk program does not
     report it), per-chain totals of gradients (every one computed: those of the dropped
-    transitions of a last chunk too), divergences and acceptance (NaN)."""
+    transitions of a last chunk too), divergences and mean acceptance statistic."""
     steps = np.asarray(out.steps)
     moved = np.concatenate([np.ones((chains, 1), bool),
                             np.any(np.diff(out.positions, axis=1) != 0, axis=2)], axis=1)
     nan = np.full(steps.shape, np.nan)
-    stats = {"acceptance_rate": nan, "accepted": moved, "is_divergent": np.asarray(out.divergent),
-             "energy_error": nan, "num_grads": steps, "energy": nan}
+    # a probability: BlackJAX's average of min(1, exp(-dH)) can round to 1 + 2^-23
+    acceptance = nan if out.acceptance is None else \
+        np.clip(np.asarray(out.acceptance, dtype=float), 0.0, 1.0)
+    stats = {"acceptance_rate": acceptance, "accepted": moved,
+             "is_divergent": np.asarray(out.divergent), "energy_error": nan,
+             "num_grads": steps, "energy": nan}
     grads = np.full(chains, out.num_grads // chains)
     grads[: out.num_grads % chains] += 1
-    totals = (grads, np.sum(out.divergent, axis=1).astype(np.int32), np.full(chains, np.nan))
+    totals = (grads, np.sum(out.divergent, axis=1).astype(np.int32), np.mean(acceptance, axis=1))
     return np.asarray(out.positions), stats, np.asarray(out.logdensity), totals
 
 
