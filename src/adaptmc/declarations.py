@@ -56,13 +56,14 @@ ADAPTIVE_OPTIONS: tuple[Option, ...] = (
            choices=("auto", "diag", "dense", "low-rank"), group=ADAPTIVE),
     count_option("warmup_steps", "NUTS warm-up transitions per chain (default 500)", low=150,
                  high=10**7, group=ADAPTIVE),
-    count_option("tuning", "bandit super-transitions before freezing, at most (default 12)",
-                 high=10**6, group=ADAPTIVE),
+    count_option("tuning", "HMC tuning super-transitions (default: a tenth of the "
+                 "sampling, <= 12)", low=0, high=10**6, group=ADAPTIVE),
+    Option("nuts", "choice", "choose: NUTS samples if it beats tuned HMC",
+           choices=("choose", "always", "off"), group=ADAPTIVE),
     Option("stop_rule", "choice", "what may end tuning early (default ei)",
            choices=("ucb-lcb", "ucb", "ei"), group=ADAPTIVE),
-    Option("stop_tolerance", "float", "end tuning once the stop rule's measure is at most "
-           "this fraction of the frozen setting's reward (default: from the run's length; "
-           "0: off)", low=0.0, high=1e6,
+    Option("stop_tolerance", "float", "the stop rule's threshold, a fraction of the frozen "
+           "reward (default: from the run's length; 0: off)", low=0.0, high=1e6,
            metavar="FRACTION", group=ADAPTIVE),
     count_option("draws", DRAWS_HELP, group=ADAPTIVE),
     count_option("audition", "adaptive-portfolio: frozen super-transitions scoring each trial "

@@ -7,34 +7,39 @@
    buys on held-out draws (`adaptmc.adaptation.metric_choice`) and a final window under it.
    It reaches the typical set from a far start and measures the scales, the step size and
    how long the trajectories NUTS chose were.
-2. **Tuning**: a bandit (GP-UCB by default, Wang, Mohamed & de Freitas 2013) over
-   fixed-length HMC's ``(eps, L)`` under the warm-up's metric, in a log-scale box built from
-   the warm-up: ``eps`` in ``[eps_w / 4, 2 eps_w]`` around its step ``eps_w``, ``L`` from half
-   the lower quartile to twice the 90th percentile of its trajectory lengths, never a
-   constant box. It starts from ``(eps_w, median L)``. The reward is the effective draws
-   per gradient of the slowest coordinate and statistic (``x``, ``x^2``, both tails), as
-   the summary's robust ESS counts them (`adaptmc.objectives.robust_ess_per_grad`):
-   scale-free, no credit for antithetic jumps, and, unlike ChEES per gradient (Hoffman,
-   Radul & Sountsov 2021), no credit for the diffusive moves of very short trajectories;
-   counted per gradient of the whole run were the setting frozen, warm-up and tuning
-   included (`adaptmc.objectives.over_the_run`), as the summary reports it, so that a
-   1000-draw run does not freeze a one-step setting whose few kept draws cannot repay the
-   warm-up. The GP bandits compare rewards on the log scale (`LOG_SCALE`). The box moves
-   (`adaptmc.tuners.moving_box`): at mid-tuning an edge where the
-   best setting lies extends by half its log span (``L`` at most ``budget / 8``), so an
-   optimum just past the warm-up's box is measured rather than frozen at its edge.
-   Step-size jitter (Neal 2011, Sec. 5.4.2.2) randomises every trajectory's length, so a
-   fixed ``L`` cannot resonate with a period of the dynamics.
-   Tuning lasts at most ``tuning`` super-transitions and ends earlier once it no longer
-   earns its cost: by default once the expected improvement of one more super-transition
-   over the setting it would freeze (`adaptmc.tuners.stopping`, ``ei``; the regret bound
-   ``ucb-lcb`` of Makarova et al. 2022 and the UCB's lead ``ucb`` are the other rules), as
-   a fraction of that setting's reward, times the sampling phase's gradients is below the
-   super-transition's own gradients (`value_tolerance`), consulted from `min_tuning`
-   super-transitions on: a short run tunes briefly, a long one longer. The super-transitions
-   so freed are dropped, not given to sampling: the sampling phase keeps its length, draws
-   and thinning, and the run costs fewer gradients (`adaptmc.run.run`).
-3. **Sampling**: the bandit's best setting by posterior mean among the settings it measured
+2. **Tuning, when it can earn its cost** (`planned_tuning`): by default only as many
+   super-transitions as `TUNING_SHARE` of the sampling's gradients pays for (none on a
+   1000-draw run, 12 on a long one); a bandit (GP-UCB by default, Wang, Mohamed & de Freitas
+   2013) over fixed-length HMC's ``(eps, L)`` under the warm-up's metric, in a log-scale box
+   built from the warm-up: ``eps`` in ``[eps_w / 4, 2 eps_w]`` around its step ``eps_w``,
+   ``L`` from half the lower quartile to twice the 90th percentile of its trajectory
+   lengths, never a constant box. It starts from ``(eps_w, median L)``. The reward is the
+   effective draws per gradient of the slowest coordinate and statistic (``x``, ``x^2``,
+   both tails), as the summary's robust ESS counts them
+   (`adaptmc.objectives.robust_ess_per_grad`): scale-free, no credit for antithetic jumps,
+   and, unlike ChEES per gradient (Hoffman, Radul & Sountsov 2021), no credit for the
+   diffusive moves of very short trajectories; counted per gradient of the whole run were
+   the setting frozen, warm-up and tuning included (`adaptmc.objectives.over_the_run`), as
+   the summary reports it, so that a 1000-draw run does not freeze a one-step setting whose
+   few kept draws cannot repay the warm-up. The GP bandits compare rewards on the log scale
+   (`LOG_SCALE`). The box moves (`adaptmc.tuners.moving_box`): at mid-tuning an edge where
+   the best setting lies extends by half its log span (``L`` at most ``budget / 8``), so an
+   optimum just past the warm-up's box is measured rather than frozen at its edge. Step-size
+   jitter (Neal 2011, Sec. 5.4.2.2) randomises every trajectory's length, so a fixed ``L``
+   cannot resonate with a period of the dynamics. Tuning lasts at most ``tuning``
+   super-transitions and ends earlier once it no longer earns its cost: by default once the
+   expected improvement of one more super-transition over the setting it would freeze
+   (`adaptmc.tuners.stopping`, ``ei``; the regret bound ``ucb-lcb`` of Makarova et al. 2022
+   and the UCB's lead ``ucb`` are the other rules), as a fraction of that setting's reward,
+   times the sampling phase's gradients is below the super-transition's own gradients
+   (`value_tolerance`), consulted from `min_tuning` super-transitions on: a short run tunes
+   briefly, a long one longer. The super-transitions so freed are dropped, not given to
+   sampling: the sampling phase keeps its length, draws and thinning, and the run costs
+   fewer gradients (`adaptmc.run.run`).
+3. **Sampling**: NUTS under the warm-up's metric and final step
+   (`adaptmc.adaptation.nuts_sampling`, `adaptmc.run.nuts_stage`) when there was no tuning
+   or its reward beats the tuned setting's (``nuts="choose"``); otherwise the bandit's best
+   setting by posterior mean among the settings it measured
    that never diverged, frozen; while every setting tried has diverged, the step's range
    shrinks below the smallest failure (`adaptmc.tuners.moving_box`), so the bandit
    does not freeze on a setting it never saw work. The draws of the tuning
@@ -94,6 +99,41 @@ best it has seen, so its expected improvement at a corner it never measured is s
 fewer pulls stopped tuning before the cheap short trajectories had been tried."""
 
 
+TUNING = 12
+"""The most tuning super-transitions of the default (``tuning=None``)."""
+
+TUNING_SHARE = 0.1
+"""The largest share of the sampling phase's gradients the default's tuning may spend
+(`planned_tuning`). What tuning can buy is bounded: on the broad bench the frozen setting
+made at most ~1.6x NUTS's effective draws per sampling gradient, and NUTS samples when its
+reward wins (`adaptmc.run.nuts_stage`), so tuning that costs a tenth of the sampling can
+lose at most a tenth, and a setting found by it repays that many times over a long run."""
+
+
+def check_tuning_count(tuning: int | None) -> None:
+    """One clear `ValueError` unless ``tuning`` is None (`planned_tuning` decides) or an
+    integer >= 0 (0: no tuning; NUTS samples, or with ``nuts="off"`` HMC at the warm-up's
+    proposal)."""
+    if tuning is not None and (isinstance(tuning, bool) or int(tuning) != tuning
+                               or tuning < 0):
+        raise ValueError(f"tuning must be an integer >= 0 or None, got {tuning}")
+
+
+def planned_tuning(tuning: int | None, budget: int, draws: int, steps_per_draw: float) -> int:
+    """Tuning super-transitions of ``budget`` gradients per chain the run will spend: as
+    asked when ``tuning`` is an integer; by default as many as `TUNING_SHARE` of the
+    sampling's gradients pays for, ``draws`` NUTS transitions of ``steps_per_draw``
+    leapfrog steps each (what the warm-up measured), at most `TUNING`, and none when that
+    is fewer than `MIN_TUNING` (too few for the bandit to learn the box: issue #42's
+    "tuning that earns its cost"). A 1000-draw run samples with NUTS right after the
+    warm-up; a 100k-draw run tunes."""
+    if tuning is not None:
+        return int(tuning)
+    affordable = int(TUNING_SHARE * draws * max(1.0, steps_per_draw) // max(1, budget))
+    planned = min(TUNING, affordable)
+    return planned if planned >= MIN_TUNING else 0
+
+
 def value_tolerance(budget: int, draws: int, num_leapfrog: int,
                     overhead: float = 0.0) -> float:
     """The stop rule's tolerance at which tuning earns its cost. The reward is the run's
@@ -128,7 +168,7 @@ def adaptive_hmc(
     tuner: str = "gp-ucb",
     metric: str = "auto",
     warmup_steps: int = 500,
-    tuning: int = 12,
+    tuning: int | None = None,
     stop_rule: str = STOP_RULE,
     stop_tolerance: float | None = None,
     draws: int = 1000,
@@ -136,7 +176,7 @@ def adaptive_hmc(
     objective: str | Callable = "ess-robust",
     jitter: float = 0.2,
     target_accept: float = 0.8,
-    nuts: str = "off",
+    nuts: str = "choose",
     seed: int = 0,  # unused: the warm-up takes the run's key
 ) -> Plan:
     """Adaptive HMC (see the module docstring).
@@ -152,7 +192,8 @@ def adaptive_hmc(
         ``"low-rank"`` (cost per leapfrog step ``O(dim)``, ``O(dim^2)``, ``O(dim k)``).
     warmup_steps, tuning
         At most: NUTS transitions per chain of the warm-up (>= 150; it ends once settled);
-        super-transitions of the bandit before its best setting is frozen (or a stop rule).
+        super-transitions of the bandit before its best setting is frozen (or a stop rule);
+        ``tuning=None``: `planned_tuning` decides from the warm-up's measurements.
     stop_rule, stop_tolerance
         The rule that may end tuning early, ``"ucb-lcb"``, ``"ucb"`` or ``"ei"``
         (`adaptmc.tuners.stopping`; the GP bandits have the posterior it reads), and its
@@ -167,18 +208,21 @@ def adaptive_hmc(
     target_accept
         The warm-up's dual averaging's acceptance rate (Hoffman & Gelman 2014, Alg. 5).
     nuts
-        ``"off"``, ``"choose"`` (after tuning, NUTS under the warm-up's metric samples when
-        its reward beats the frozen setting's: `adaptmc.run.nuts_stage`) or ``"always"``.
+        ``"choose"`` (after tuning, NUTS under the warm-up's metric samples when its reward
+        beats the frozen setting's, `adaptmc.run.nuts_stage`; after no tuning, always),
+        ``"always"`` or ``"off"`` (the frozen HMC setting samples).
     """
-    check_sizes(metric, budget, warmup_steps=warmup_steps, tuning=tuning, draws=draws)
+    check_sizes(metric, budget, warmup_steps=warmup_steps, draws=draws)
+    check_tuning_count(tuning)
     _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept, nuts)
     made_objective = objective_from_name(objective)
     options = options_of(locals())
     then = functools.partial(prepared_plan, tuner=tuner, tuning=tuning, draws=draws,
                              budget=budget, objective=made_objective, jitter=jitter,
                              options=options, stop=(stop_rule, stop_tolerance))
+    most = TUNING if tuning is None else tuning
     return Plan("adaptive-hmc", hmc, HMCParams(jitter=jitter), tuners.fixed(),
-                made_objective, tuning + 1, max(budget or 1000, 1), tuning, tuning,
+                made_objective, most + 1, max(budget or 1000, 1), most, most,
                 options=options, warmup=EarlyWarmupStage(warmup_steps, metric, then,
                                                          target_accept, nuts=nuts),
                 draws=draws)
@@ -251,6 +295,7 @@ def tuned_plan(warm, *, tuner: str, tuning: int, draws: int, budget: int | None,
     box = tuners.make_box({"step_size": (eps / 4, 2 * eps), "num_leapfrog": (low, high)},
                           integer=("num_leapfrog",), log=("step_size", "num_leapfrog"))
     budget = max(20 * median, 8 * high) if budget is None else int(budget)
+    tuning = planned_tuning(tuning, budget, draws, float(np.mean(warm.trajectory_steps)))
     if budget < 4 * high:
         box = box._replace(upper=np.array([2 * eps, float(max(low + 1, budget // 4))]))
     initial = {"step_size": eps, "num_leapfrog": int(min(median, box.upper[1]))}
