@@ -45,6 +45,10 @@ def test_nuts_sampling_keeps_draws_and_counts_gradients_as_the_run_record_sums()
     acceptance = stats["acceptance_rate"].values
     assert np.all((acceptance >= 0) & (acceptance <= 1))
     assert 0.6 < float(np.mean(acceptance)) < 0.95
+    # and so is each NUTS block's mean in the tuning record (a sum over its transitions
+    # divided by them, as a super-transition's)
+    nuts_blocks = tuning["acceptance_rate"].values[~tuning["warmup"].values]
+    assert np.all((0.6 < nuts_blocks) & (nuts_blocks < 0.95))
 
 
 def test_the_choice_records_both_rewards_and_picks_hmc_where_it_wins():

@@ -280,3 +280,41 @@ def test_separation_on_the_log_scale_is_a_fraction_of_the_frozen_reward():
             assert ratio == pytest.approx(np.sqrt(2.0) - 1.0, rel=1e-3)  # DIRECT's grid
     linear = posterior._replace(low=10.0, high=20.0, log=False)
     assert separation(linear, rule="ei")[2] == pytest.approx(5.0 / 15.0, rel=1e-3)
+
+
+def test_the_default_tunes_only_what_a_tenth_of_the_sampling_pays_for():
+    """``tuning=None``: as many super-transitions as `TUNING_SHARE` of the sampling's
+    gradients (``draws`` NUTS transitions of the warm-up's mean length) pays for, at most
+    `TUNING`, none when fewer than `MIN_TUNING`; an integer is taken as asked."""
+    from adaptmc.recipes.adaptive import MIN_TUNING, TUNING, TUNING_SHARE, planned_tuning
+
+    assert planned_tuning(None, 400, 1000, 5.0) == 0  # 500 gradients pay for one: none
+    assert planned_tuning(None, 400, 100_000, 5.0) == TUNING
+    enough = int(np.ceil(MIN_TUNING * 400 / (TUNING_SHARE * 5.0)))
+    assert planned_tuning(None, 400, enough, 5.0) == MIN_TUNING
+    assert planned_tuning(None, 400, enough - 1, 5.0) == 0
+    assert planned_tuning(3, 400, 1000, 5.0) == 3 and planned_tuning(0, 400, 10**6, 5) == 0
+    plan = tuned_plan(_warm(), tuner="gp-ucb", tuning=None, draws=1000, budget=None,
+                      objective=None, jitter=0.2, options={}, stop=("ei", None))
+    assert plan.adapt_until == plan.num_warmup == 0 and not plan.tuner.name.startswith("stop+")
+    plan = tuned_plan(_warm(), tuner="gp-ucb", tuning=None, draws=100_000, budget=None,
+                      objective=None, jitter=0.2, options={}, stop=("ei", None))
+    assert plan.adapt_until == plan.num_warmup == TUNING
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="tuning"):
+            recipes.adaptive_hmc(TARGET, tuning=bad)
+
+
+def test_a_default_run_samples_with_nuts_right_after_the_warm_up():
+    """A 1000-draw default run tunes nothing (`planned_tuning`): NUTS samples under the
+    warm-up's metric, recorded in the ``sampler`` attr, every gradient counted."""
+    import adaptmc
+
+    idata = adaptmc.sample("std-normal-10d", chains=2, seed=0, progress=False, draws=200,
+                           warmup_steps=150)
+    assert json.loads(idata.attrs["sampler"])["sampler"] == "nuts"
+    assert idata.tuning.attrs["adapt_until"] == 0  # no tuning super-transition
+    assert not np.any(idata.tuning["warmup"].values)
+    assert idata.posterior.sizes["draw"] == 200
+    assert np.all((0.6 < idata.tuning["acceptance_rate"].values)
+                  & (idata.tuning["acceptance_rate"].values < 0.95))

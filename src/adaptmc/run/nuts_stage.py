@@ -64,7 +64,8 @@ def _draws(out, chains: int):
     """``(positions, stats, logdensity, totals)`` of NUTS draws as a super-transition's:
     every `adaptmc.run.loop.STEP_FIELDS` statistic (NaN where the chunk program does not
     report it), per-chain totals of gradients (every one computed: those of the dropped
-    transitions of a last chunk too), divergences and mean acceptance statistic."""
+    transitions of a last chunk too), divergences and summed acceptance statistic (as a
+    super-transition's loop sums it, `adaptmc.run.loop`)."""
     steps = np.asarray(out.steps)
     moved = np.concatenate([np.ones((chains, 1), bool),
                             np.any(np.diff(out.positions, axis=1) != 0, axis=2)], axis=1)
@@ -77,7 +78,7 @@ def _draws(out, chains: int):
              "num_grads": steps, "energy": nan}
     grads = np.full(chains, out.num_grads // chains)
     grads[: out.num_grads % chains] += 1
-    totals = (grads, np.sum(out.divergent, axis=1).astype(np.int32), np.mean(acceptance, axis=1))
+    totals = (grads, np.sum(out.divergent, axis=1).astype(np.int32), np.sum(acceptance, axis=1))
     return np.asarray(out.positions), stats, np.asarray(out.logdensity), totals
 
 
