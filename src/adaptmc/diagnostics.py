@@ -229,12 +229,13 @@ def divergences_by_phase(idata) -> dict[str, int]:
 def non_finite_energies(idata) -> int:
     """Transitions of the sampling phase whose proposal's energy was not finite (a kernel
     records its energy error as +inf when the log density or its gradient was NaN or
-    infinite there): ``sample_stats.energy_error``; 0 without it."""
+    infinite there): ``sample_stats.energy_error``; 0 without it. NaN is "not recorded"
+    (NUTS blocks, `adaptmc.run.nuts_stage`), not counted."""
     stats = getattr(idata, "sample_stats", None)
     if stats is None or "energy_error" not in stats:
         return 0
     values = np.asarray(stats["energy_error"].values, dtype=float)
-    return int(np.sum(~np.isfinite(values)))
+    return int(np.sum(np.isinf(values)))
 
 
 def _nan_clause(count: int) -> str:
@@ -362,11 +363,7 @@ def format_summary(idata, max_rows: int = 12) -> str:
     fractions = ebfmi(idata)
     bfmi = "" if fractions is None else f"  min E-BFMI {float(np.min(fractions)):.2f}"
     lines = [
-        f"target {attrs.get('target', '?')}  kernel {attrs.get('kernel', '?')}  "
-        f"tuner {attrs.get('tuner', '?')}",
-        f"chains {num_chains}  draws/chain {num_draws}  "
-        f"super-transitions {attrs.get('num_super_transitions', '?')} x "
-        f"{attrs.get('gradient_budget', '?')} gradients",
+        *run_facts.header_lines(attrs, num_chains, num_draws),
         f"gradient evaluations (all chains, tuning included) {grads:,}",
         f"acceptance {float(stats['acceptance_rate'].mean()):.3f}  divergences: "
         + "  ".join(f"{phase} {count}" for phase, count in divergences_by_phase(idata).items())

@@ -89,7 +89,7 @@ def notes(attrs: dict, num_chains: int) -> list[str]:
     notes = attrs.get("tuning_notes", "[]")
     notes = json.loads(notes) if isinstance(notes, str) else list(notes)
     out = [f"note: {n}" for n in notes]
-    if "sampler" in attrs:
+    if "sampler" in attrs and _tuned(_sampler(attrs)):
         out.append(f"note: {sampler_line(attrs['sampler'])}")
     if num_chains == 1:
         out.append("note: R-hat needs two chains or more (--chains); it is not computed")
@@ -105,3 +105,29 @@ def sampler_line(record) -> str:
         "the frozen HMC setting"
     return (f"sampled with {won} (reward, robust ESS per 1000 gradients of the run: NUTS "
             f"{nuts:.4g}, HMC {hmc:.4g})")
+
+
+def _sampler(attrs: dict) -> dict | None:
+    record = attrs.get("sampler")
+    return json.loads(record) if isinstance(record, str) else record
+
+
+def _tuned(record: dict | None) -> bool:
+    """Whether HMC was tuned before the sampler was chosen (its reward was measured)."""
+    return record is not None and np.isfinite(float(record["hmc_reward"]))
+
+
+def header_lines(attrs: dict, num_chains: int, num_draws: int) -> list[str]:
+    """The summary's first two lines: the target and what sampled (the kernel and tuner, or
+    NUTS under the warm-up's metric, `adaptmc.run.nuts_stage`), chains and draws (and the
+    super-transitions of a run that sampled with them)."""
+    record = _sampler(attrs)
+    target = f"target {attrs.get('target', '?')}"
+    if record is not None and record["sampler"] == "nuts":
+        after = f" after tuning HMC with {attrs.get('tuner', '?')}" if _tuned(record) else ""
+        return [f"{target}  sampler NUTS under the warm-up's metric{after}",
+                f"chains {num_chains}  draws/chain {num_draws}"]
+    return [f"{target}  kernel {attrs.get('kernel', '?')}  tuner {attrs.get('tuner', '?')}",
+            f"chains {num_chains}  draws/chain {num_draws}  super-transitions "
+            f"{attrs.get('num_super_transitions', '?')} x {attrs.get('gradient_budget', '?')} "
+            "gradients"]

@@ -308,6 +308,8 @@ def tuned_plan(warm, *, tuner: str, tuning: int, draws: int, budget: int | None,
     bandit = with_stop_rule(bandit, tuning, stop)
     if objective is not None:
         objective = over_the_run(objective, overhead)
+    if nuts is not None and tuning == 0:  # nothing tuned: NUTS samples, whatever it measured
+        nuts = (nuts[0], True)
     sampling = sampling_length(draws, budget // median)
     params = HMCParams(step_size=eps, num_leapfrog=initial["num_leapfrog"],
                        inverse_mass=warm.inverse_mass, jitter=jitter)
