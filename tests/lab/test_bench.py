@@ -387,3 +387,32 @@ def test_a_recipe_rows_gradients_are_those_a_counter_sees():
     output = SAMPLERS["adaptmc-adaptive-hmc"](target, 3, config)
     jax.effects_barrier()
     assert output.warmup_grads + output.sampling_grads == count[0]
+
+
+def test_a_cached_cell_is_reused_only_under_the_rows_options(tmp_path, monkeypatch):
+    """A cell file is reused when the bench's config, the target's definition and the row's
+    options (`row_options`: a recipe row's defaults included) are those it was computed
+    with: after a recipe's default changes, its cells are computed again; a peer's stay."""
+    from dataclasses import asdict
+
+    from adaptmc_lab.bench import distributed
+    from adaptmc_lab.bench.config import BenchConfig, Cell
+    from adaptmc_lab.bench.samplers import row_options
+
+    monkeypatch.setattr(distributed, "_digest_or_none", lambda name: "d")
+    config = BenchConfig()
+    cells = [Cell("t", "adaptmc-adaptive-hmc", 0), Cell("t", "nutpie-low-rank", 0)]
+    for cell in cells:
+        body = {"config": asdict(config), "target_digest": "d",
+                "sampler_options": row_options(cell.sampler)}
+        (tmp_path / f"{cell.key}.json").write_text(json.dumps(body))
+    done, todo = distributed._cached_cells(cells, config, tmp_path, False, lambda s: None)
+    assert len(done) == 2 and not todo
+    old = {**row_options("adaptmc-adaptive-hmc"), "tuning": 12, "nuts": "off"}
+    path = tmp_path / f"{cells[0].key}.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "sampler_options": old}))
+    peer = tmp_path / f"{cells[1].key}.json"  # a peer's cell from before the field existed
+    peer.write_text(json.dumps({k: v for k, v in json.loads(peer.read_text()).items()
+                                if k != "sampler_options"}))
+    done, todo = distributed._cached_cells(cells, config, tmp_path, False, lambda s: None)
+    assert list(done) == [cells[1].key] and todo == [cells[0]]

@@ -19,12 +19,14 @@ from adaptmc import io
 from adaptmc_lab.bench.config import BenchConfig, Cell
 from adaptmc_lab.bench.evaluation import compute_cell
 from adaptmc_lab.bench.report import fmt
+from adaptmc_lab.bench.samplers import row_options
 
 
 def _cached_cells(cells: list[Cell], config: BenchConfig, cell_dir: Path | None,
                   force: bool, log: Callable[[str], None]) -> tuple[dict[str, dict], list[Cell]]:
     """The results already in ``cell_dir`` computed with ``config`` on the same target
-    definition (`target_digest`; none if ``force``), and the cells still to compute."""
+    definition (`target_digest`) and the row's options (`row_options`, defaults included;
+    none if ``force``), and the cells still to compute."""
     done: dict[str, dict] = {}
     todo = []
     wanted = json.loads(json.dumps(asdict(config)))
@@ -32,7 +34,8 @@ def _cached_cells(cells: list[Cell], config: BenchConfig, cell_dir: Path | None,
     for cell in cells:
         path = None if cell_dir is None else cell_dir / f"{cell.key}.json"
         cached = _read_cached(path)
-        if cached is not None and not force and cached.get("config") == wanted:
+        if cached is not None and not force and cached.get("config") == wanted and \
+                cached.get("sampler_options", {}) == row_options(cell.sampler):
             if cell.target not in digests:
                 digests[cell.target] = _digest_or_none(cell.target)
             if cached.get("target_digest") == digests[cell.target] is not None:

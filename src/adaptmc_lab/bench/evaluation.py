@@ -18,7 +18,7 @@ from adaptmc.run.compile_clock import compile_seconds
 from adaptmc_lab.bench.config import BenchConfig, Cell, SamplerOutput, cell_seed
 from adaptmc_lab.bench.quantities import quantities
 from adaptmc_lab.bench.references import bench_target_digest, mean_mcse, reference
-from adaptmc_lab.bench.samplers import SAMPLERS
+from adaptmc_lab.bench.samplers import SAMPLERS, row_options
 
 
 def _ess_rhat_mcse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -95,7 +95,8 @@ def compute_cell(cell: Cell, config: BenchConfig) -> dict:
         # every sampler measured alike, NumPyro's and the small programs' compilation too
         jax_compile_s = compile_seconds() - before
         return {"cell": cell._asdict(), "key": cell.key, "seed": seed,
-                "config": asdict(config), "target_digest": bench_target_digest(target),
+                "config": asdict(config), "sampler_options": row_options(cell.sampler),
+                "target_digest": bench_target_digest(target),
                 **evaluate(target, output), "jax_compile_s": jax_compile_s}
     finally:
         # a cell's compiled programs are never reused by another cell, yet stay in the

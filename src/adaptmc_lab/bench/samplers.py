@@ -40,6 +40,23 @@ RECIPE_ROWS: dict[str, tuple[str, dict]] = {
 """Bench row -> (recipe, options beyond `recipe_options`)."""
 
 
+def row_options(row: str) -> dict:
+    """What a cell of bench row ``row`` ran beyond the bench's config, as JSON: for a recipe
+    row the recipe and every option it runs with, its defaults included (so a cell cached
+    before a default changed is computed again); ``{}`` for a peer."""
+    import inspect
+    import json
+
+    if row not in RECIPE_ROWS:
+        return {}
+    from adaptmc.recipes import get_recipe
+
+    recipe, extra = RECIPE_ROWS[row]
+    defaults = {p.name: p.default for p in inspect.signature(get_recipe(recipe)).parameters
+                .values() if p.default is not inspect.Parameter.empty}
+    return json.loads(json.dumps({"recipe": recipe, **defaults, **extra}, default=repr))
+
+
 def recipe_options(recipe: str, config: BenchConfig) -> dict:
     """The options a recipe row runs with at the bench's sizes: adaptive-hmc and
     adaptive-portfolio warm up for ``num_warmup`` NUTS transitions and sample about
