@@ -93,9 +93,9 @@ def add_sample_arguments(p: argparse.ArgumentParser) -> None:
     run.add_argument("--data", default=None, metavar="FILE",
                      help="the Stan program's data (.json or .json.zip)")
     run.add_argument("--recipe", default=DEFAULT_RECIPE, choices=sorted(RECIPES),
-                     help="the sampler (default adaptive-hmc: NUTS warm-up, then NUTS, or "
-                          "a bandit over HMC's (eps, L) for a long run; adaptive-portfolio: "
-                          "adaptive HMC or gadMALA by trial; manual: any --kernel, --tuner)")
+                     help="the sampler (default adaptive-hmc: NUTS warm-up, then NUTS or, "
+                          "on a long run, tuned HMC; adaptive-portfolio: HMC or gadMALA by "
+                          "trial; manual: any kernel, tuner)")
     run.add_argument("--out", required=True, metavar="DIR", help="run folder to write")
     run.add_argument("--force", action="store_true",
                      help="replace an existing run folder (once the new run's first "

@@ -192,29 +192,25 @@ def adaptive_hmc(
         ``"low-rank"`` (cost per leapfrog step ``O(dim)``, ``O(dim^2)``, ``O(dim k)``).
     warmup_steps, tuning
         At most: NUTS transitions per chain of the warm-up (>= 150; it ends once settled);
-        super-transitions of the bandit before its best setting is frozen (or a stop rule);
-        ``tuning=None``: `planned_tuning` decides from the warm-up's measurements.
+        tuning super-transitions (or a stop rule; None: `planned_tuning` decides).
     stop_rule, stop_tolerance
         The rule that may end tuning early, ``"ucb-lcb"``, ``"ucb"`` or ``"ei"``
         (`adaptmc.tuners.stopping`; the GP bandits have the posterior it reads), and its
         tolerance (None: `value_tolerance`; 0: off, always ``tuning`` super-transitions).
     draws, budget
         Kept draws per chain, exactly; gradients per chain of a super-transition (default
-        ``max(20 L_median, 8 L_max)``: 20 draws at the warm-up's typical length, 8 at the
-        box's top).
+        ``max(20 L_median, 8 L_max)``, `tuned_plan`).
     objective, jitter
-        The bandit's reward (a name of `adaptmc.objectives.OBJECTIVES` or a callable);
-        step-size jitter ``j``: each trajectory's step is ``eps U(1 - j, 1 + j)``.
+        The bandit's reward (`adaptmc.objectives.OBJECTIVES` or a callable); step jitter
+        ``j``: each trajectory's step is ``eps U(1 - j, 1 + j)``.
     target_accept
         The warm-up's dual averaging's acceptance rate (Hoffman & Gelman 2014, Alg. 5).
     nuts
-        ``"choose"`` (after tuning, NUTS under the warm-up's metric samples when its reward
-        beats the frozen setting's, `adaptmc.run.nuts_stage`; after no tuning, always),
-        ``"always"`` or ``"off"`` (the frozen HMC setting samples).
+        ``"choose"`` (NUTS under the warm-up's metric samples when its reward beats the
+        tuned setting's or nothing was tuned), ``"always"`` or ``"off"``.
     """
     check_sizes(metric, budget, warmup_steps=warmup_steps, draws=draws)
-    check_tuning_count(tuning)
-    _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept, nuts)
+    _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept, nuts, tuning)
     made_objective = objective_from_name(objective)
     options = options_of(locals())
     then = functools.partial(prepared_plan, tuner=tuner, tuning=tuning, draws=draws,
@@ -229,8 +225,9 @@ def adaptive_hmc(
 
 
 def _check_tuning(tuner: str, stop_rule: str, stop_tolerance, jitter: float,
-                  target_accept: float, nuts: str = "off") -> None:
+                  target_accept: float, nuts: str = "off", tuning: int | None = None) -> None:
     """One clear `ValueError` for a tuning option of `adaptive_hmc` out of its range."""
+    check_tuning_count(tuning)
     if tuner not in tuners.bandit_tuners():
         raise ValueError(f"adaptive-hmc tunes with a bandit "
                          f"({', '.join(tuners.bandit_tuners())}), not {tuner!r}")
