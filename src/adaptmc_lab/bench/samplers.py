@@ -100,7 +100,8 @@ def recipe_sampler(row: str) -> Callable[[Any, int, BenchConfig], SamplerOutput]
 
 
 def _final_setting(idata) -> dict:
-    """The tuned parameters of the last super-transition (the frozen setting); for an
+    """The tuned parameters of the last super-transition (the frozen setting), the tuning
+    super-transitions run and, for adaptive-hmc, whether NUTS sampled; for an
     adaptive-portfolio run, ``gadmala_won`` (1 or 0) and the winner's frozen scalars."""
     if "portfolio" in idata.attrs:
         import json
@@ -111,10 +112,16 @@ def _final_setting(idata) -> dict:
                    if isinstance(v, (int, float))}
         return {"gadmala_won": float(winner == "gadmala"), **scalars}
     tuning = idata.tuning
+    tuned = {"tuning": float(np.sum(np.asarray(tuning["warmup"].values)))}
+    if "sampler" in idata.attrs:  # adaptive-hmc: 1 where NUTS sampled, 0 the frozen HMC
+        import json
+
+        tuned["nuts"] = float(json.loads(idata.attrs["sampler"])["sampler"] == "nuts")
     skip = set(("reward", "acceptance_rate", "divergences", "num_grads", "num_steps",
                 "num_draws", "warmup", "wall_s", "tuner_s", "objective_s"))
-    return {name: float(np.asarray(tuning[name].values)[-1]) for name in tuning.data_vars
-            if name not in skip and np.asarray(tuning[name].values).ndim == 1}
+    return {**tuned, **{name: float(np.asarray(tuning[name].values)[-1])
+                        for name in tuning.data_vars
+                        if name not in skip and np.asarray(tuning[name].values).ndim == 1}}
 
 
 def blackjax_nuts(target, seed: int, config: BenchConfig) -> SamplerOutput:
