@@ -17,6 +17,7 @@ import pytest
 from adaptmc import io
 from adaptmc.cli import main
 from adaptmc.run import netcdf, store
+from test_faults import RAISER, _raiser_run
 
 MANUAL = ["sample", "--recipe", "manual", "--target", "gauss-2d-v1", "--no-progress",
           "--super-transitions", "4", "--warmup", "1", "--budget", "40", "--chains", "2",
@@ -133,6 +134,61 @@ def test_a_full_disk_at_the_lock_file_writes_nothing(tmp_path, monkeypatch, caps
     capsys.readouterr()
     assert main([*MANUAL, "--out", str(out)]) == 2
     one_line(capsys, "lock file", "nothing was written")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def raiser(tmp_path, monkeypatch):
+    """test_faults's log density that raises once asked to (``CALLS["fail_at"]``)."""
+    import importlib
+
+    (tmp_path / "raiser_r47.py").write_text(RAISER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield importlib.import_module("raiser_r47")
+    sys.modules.pop("raiser_r47", None)
+
+
+def test_a_full_disk_at_the_failure_record_tells_the_values_in_the_line(tmp_path, raiser,
+                                                                        monkeypatch):
+    """The log density raised and its record (failure.json) finds the disk full: the one
+    error is still the log density's, with its values in the line."""
+    from adaptmc.run.faults import FAILURE, TargetError
+
+    _raiser_run(raiser, tmp_path / "reference")
+    raiser.CALLS.update(n=0, fail_at=raiser.CALLS["n"] // 2)
+    write = io.write_json
+
+    def failure_full(path, obj, *args, **kwargs):
+        if os.path.basename(path) == FAILURE:
+            full()
+        return write(path, obj, *args, **kwargs)
+
+    monkeypatch.setattr(io, "write_json", failure_full)
+    out = tmp_path / "run"
+    with pytest.raises(TargetError) as caught:
+        _raiser_run(raiser, out)
+    message = str(caught.value)
+    assert message.startswith("the target's log density raised RuntimeError")
+    assert f"failure.json could not be written in {str(out)!r}, the disk is full" in message
+    assert "MB are free" in message and "called with [[" in message
+    assert not (out / FAILURE).exists() and (out / io.CHECKPOINT).is_file()
+
+
+def test_a_full_disk_at_the_posterior_predictive_draws_leaves_no_part(tmp_path, monkeypatch):
+    import xarray as xr
+
+    from adaptmc.cli.outputs import write_predictive
+
+    def half(self, path, *args, **kwargs):
+        with open(path, "wb") as fh:
+            fh.write(b"\x89HDF" * 1000)
+        full()
+
+    group = xr.Dataset({"y": (("chain", "draw"), np.zeros((2, 50)))})
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", half)
+    path = tmp_path / "posterior_predictive.nc"
+    with pytest.raises(io.WriteError, match="the disk is full.*MB are free.*adaptmc predict"):
+        write_predictive(group, path)
     assert list(tmp_path.iterdir()) == []
 
 
