@@ -43,7 +43,7 @@ def cmd_sample(args, resume: bool = False) -> int:
     with owning(args.out, resume=resume):  # one process owns the folder (adaptmc.run.lock)
         from adaptmc.api import one_chain_quiet
 
-        target, options = _prepared(args)
+        target, options = _prepared(args, resume)
         with one_chain_quiet(args.chains):
             return _sample(args, target, options, resume)
 
@@ -71,7 +71,7 @@ def _finished_draws(folder) -> list | None:
     return [facts.st_ino, facts.st_mtime_ns]
 
 
-def _prepared(args):
+def _prepared(args, resume: bool = False):
     """The target and the recipe's options of ``args``, checked against the machine."""
     from adaptmc.options import check_resources
     from adaptmc.targets import get_target
@@ -83,8 +83,8 @@ def _prepared(args):
 
     target, options, _ = predictive_options(target, options, getattr(args, "heldout", None),
                                             args.seed)
-    check_resources(options, target.dim, args.chains,  # no disk left to check: finished
-                    None if outputs_unwritten(args.out) else args.out,
+    finished = resume and outputs_unwritten(args.out)  # no draws to write: no disk check
+    check_resources(options, target.dim, args.chains, None if finished else args.out,
                     target.initial_position.dtype.itemsize)
     return target, options
 

@@ -53,6 +53,7 @@ def write_draws(run_dir: Path, idata, describe=None):
     finally:
         if "Traceback" not in complaints.getvalue():
             sys.stderr.write(complaints.getvalue())  # warnings of a write that worked
+
     def discard() -> None:  # the draws are written again by the resume
         tmp.unlink(missing_ok=True)
         (run_dir / CHECKSUM).unlink(missing_ok=True)
