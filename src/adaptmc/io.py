@@ -15,8 +15,6 @@ Layout of a run folder::
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import functools
 import glob
 import json
@@ -237,43 +235,18 @@ def _fill(folder: Path, kind: str, populate) -> None:
         populate(folder)
 
 
-def full_disk(err: BaseException) -> bool:
-    """Whether ``err`` says the disk (or the user's quota) is full."""
-    return getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or \
-        "No space left" in str(err)
-
-
-@contextlib.contextmanager
-def telling_a_full_disk(run_dir: Path, need: int, next_index: int):
-    """Within: a full disk while a checkpoint of ``run_dir`` (``need`` bytes, before
-    super-transition ``next_index``) is written is one `WriteError` saying the space needed,
-    what is kept and how to go on."""
-    try:
-        yield
-    except OSError as err:
-        if not full_disk(err):
-            raise
-        run_dir = Path(run_dir)
-        free = shutil.disk_usage(run_dir).free
-        staged = run_dir.name.startswith(".") and ".new-" in run_dir.name
-        if staged:  # name the folder the user asked for, not its staged sibling
-            run_dir = run_dir.parent / run_dir.name[1:].rsplit(".new-", 1)[0]
-        kept = ("nothing was written (the run had no checkpoint yet; an old run in its "
-                "folder is kept): free space, then run it again") if staged else \
-            ("the run is kept up to its previous checkpoint: free space, then `adaptmc "
-             f"resume {run_dir}` (resume=True) continues it")
-        raise WriteError(f"cannot write the checkpoint before super-transition {next_index} "
-                         f"in {str(run_dir)!r} (the disk is full): it needs about "
-                         f"{need / 1e6:.1f} MB and {free / 1e6:.1f} MB are free; {kept}"
-                         ) from None
-
-
-def atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write, shared: bool = False) -> None:
     """``write(file)`` into a temporary file in ``path``'s folder, synced, then renamed over
-    ``path`` (``os.replace``): readers see the old file or the whole new one, never part."""
+    ``path`` (``os.replace``): readers see the old file or the whole new one, never part.
+    The file is the user's alone, or (``shared``) readable as ``open`` would make it (the
+    umask's permissions: the summary, the plots)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        if shared:
+            mask = os.umask(0)
+            os.umask(mask)
+            os.fchmod(fd, 0o666 & ~mask)
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
@@ -285,8 +258,17 @@ def atomic_write(path: Path, write) -> None:
         raise
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    atomic_write(path, lambda fh: fh.write(data))
+def atomic_write_bytes(path: Path, data: bytes, shared: bool = False) -> None:
+    atomic_write(path, lambda fh: fh.write(data), shared)
+
+
+def save_figure(fig, path: str | os.PathLike, dpi: int) -> Path:
+    """A Matplotlib figure saved through `atomic_write`, in the format of ``path``'s suffix:
+    a full disk leaves the old image or none, never part of one."""
+    path = Path(path)
+    atomic_write(path, lambda fh: fig.savefig(fh, format=path.suffix[1:] or "png", dpi=dpi),
+                 shared=True)
+    return path
 
 
 def write_json(path: str | os.PathLike, obj: Any, indent: int = 2) -> None:

@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from adaptmc.io import save_figure
 from adaptmc.posterior_plots import write_posterior_plots as write_posterior_plots
 from adaptmc.run import RECORD_FIELDS
 from adaptmc.tuners import acquisition as acq
@@ -348,7 +349,7 @@ def _write_trace(record: dict, out_path: Path, title: str, shaded: int, dpi: int
         axes[0].text(0.0, 0.0, " mass-matrix warm-up", transform=axes[0].transAxes,
                      va="bottom", fontsize=7)
     axes[0].set_title(textwrap.fill(title, 70), fontsize=10)
-    fig.savefig(out_path, dpi=dpi)
+    save_figure(fig, out_path, dpi)
 
 
 def write_tuning_plots(idata, out_dir: str | Path, box: Box | None = None,
@@ -386,10 +387,10 @@ def write_tuning_plots(idata, out_dir: str | Path, box: Box | None = None,
         fig = Figure(figsize=(6, 4.8), layout="constrained")
         plot_reward_surface(fig.subplots(), box, points, rewards, facts=facts, frozen=frozen)
         written.append(out_dir / "reward_surface.png")
-        fig.savefig(written[-1], dpi=dpi)
+        save_figure(fig, written[-1], dpi)
     fig = Figure(figsize=(6, 5), layout="constrained")
     ax_mean, ax_acq = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))
     plot_slice(ax_mean, ax_acq, box, points, rewards, dim=0, facts=facts)
     written.append(out_dir / "reward_slice.png")
-    fig.savefig(written[-1], dpi=dpi)
+    save_figure(fig, written[-1], dpi)
     return written

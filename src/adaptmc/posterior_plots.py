@@ -180,5 +180,6 @@ def _pair_plot(idata, draws, names, order, count: int):
 
 
 def _save(fig, path: Path, dpi: int) -> Path:
-    fig.savefig(path, dpi=dpi)
-    return path
+    from adaptmc.io import save_figure
+
+    return save_figure(fig, path, dpi)

@@ -8,13 +8,18 @@ its warm-up stage, then its super-transitions).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from pathlib import Path
 
 from adaptmc.cli.interrupts import deferring_sigint
 from adaptmc.cli.options import build_parser, read_init, recipe_options
+from adaptmc.cli.outputs import (
+    finished_draws,
+    outputs_unwritten,
+    write_outputs,
+    write_predictive,
+)
 
 __all__ = ["build_parser", "main", "recipe_options"]
 
@@ -23,6 +28,7 @@ def cmd_sample(args, resume: bool = False) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", not args.float32)
+    _quiet_compile_cache()
     if not getattr(args, "no_compile_cache", False):
         from adaptmc.compile_cache import use_compile_cache
 
@@ -37,9 +43,20 @@ def cmd_sample(args, resume: bool = False) -> int:
     with owning(args.out, resume=resume):  # one process owns the folder (adaptmc.run.lock)
         from adaptmc.api import one_chain_quiet
 
-        target, options = _prepared(args)
+        target, options = _prepared(args, resume)
         with one_chain_quiet(args.chains):
             return _sample(args, target, options, resume)
+
+
+def _quiet_compile_cache() -> None:
+    """JAX's warnings that a program could not be written to (or read from) its persistent
+    compilation cache (a full disk, a half-written entry, a busy lock) are not shown: the
+    program is compiled as without a cache, the draws are the same, and a full disk is told
+    in the one line of the write that matters (`adaptmc.disk`)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", "Error (writing|reading) persistent compilation cache",
+                            UserWarning)
 
 
 _AT_START: dict = {}  # the output folder's draws.nc when the command began (Ctrl-C advice)
@@ -54,7 +71,7 @@ def _finished_draws(folder) -> list | None:
     return [facts.st_ino, facts.st_mtime_ns]
 
 
-def _prepared(args):
+def _prepared(args, resume: bool = False):
     """The target and the recipe's options of ``args``, checked against the machine."""
     from adaptmc.options import check_resources
     from adaptmc.targets import get_target
@@ -66,15 +83,16 @@ def _prepared(args):
 
     target, options, _ = predictive_options(target, options, getattr(args, "heldout", None),
                                             args.seed)
-    check_resources(options, target.dim, args.chains, args.out,
+    finished = resume and outputs_unwritten(args.out)  # no draws to write: no disk check
+    check_resources(options, target.dim, args.chains, None if finished else args.out,
                     target.initial_position.dtype.itemsize)
     return target, options
 
 
 def _sample(args, target, options: dict, resume: bool) -> int:
-    """Build the plan, run it, print and write the summary and the plots."""
+    """Build the plan, run it (a resumed run that finished without its summary and plots:
+    read its draws), print and write the summary and the plots."""
     from adaptmc.api import run_options
-    from adaptmc.diagnostics import format_summary
     from adaptmc.recipes import build
     from adaptmc.run import run
 
@@ -83,41 +101,18 @@ def _sample(args, target, options: dict, resume: bool) -> int:
     if plan.kernel.initial_step is not None and getattr(args, "step_size", None) is None:
         print(f"initial factor L = {float(plan.params.step_size):.3g} I (Hoffman & Gelman's "
               "heuristic; --step-size sets it)")
-    result = run(target, plan, options=run_options(
-        plan, chains=args.chains, seed=args.seed, initial_positions=starts, output_dir=args.out,
-        force=args.force, resume=resume, checkpoint_every=args.checkpoint_every,
-        thin=args.thin, progress=not args.no_progress, config={"cli": vars(args)}))
-    text = format_summary(result.idata)
-    with _after_the_draws(args.out):
-        (Path(args.out) / "summary.txt").write_text(text + "\n")
-        print(text)  # the warnings and notes, once, in the summary
-        from adaptmc.posterior_plots import write_posterior_plots
-
-        paths = write_posterior_plots(result.idata, args.out)
-        if plan.options.get("tuner") not in ("fixed", "grid"):
-            from adaptmc.plots import write_tuning_plots
-
-            skip = plan.plot_skip if plan.warmup is None else None
-            paths += write_tuning_plots(result.idata, args.out, box=plan.box, skip=skip)
+    if resume and outputs_unwritten(args.out):
+        idata = finished_draws(args.out)
+    else:
+        idata = run(target, plan, options=run_options(
+            plan, chains=args.chains, seed=args.seed, initial_positions=starts,
+            output_dir=args.out, force=args.force, resume=resume,
+            checkpoint_every=args.checkpoint_every, thin=args.thin,
+            progress=not args.no_progress, config={"cli": vars(args)})).idata
+    paths = write_outputs(idata, args.out, plan)
     print("plots: " + ", ".join(path.name for path in paths))
     print(f"\nrun folder: {args.out} (draws.nc, summary.txt, config.json)")
     return 0
-
-
-@contextlib.contextmanager
-def _after_the_draws(folder):
-    """Within (the summary and plots of a finished run): a full disk is one line saying the
-    draws are safe."""
-    from adaptmc.io import WriteError, full_disk
-
-    try:
-        yield
-    except OSError as err:
-        if not full_disk(err):
-            raise
-        raise WriteError(f"the run finished and its draws are in {folder}/draws.nc, but its "
-                         "summary and plots could not be written (the disk is full): free "
-                         f"space, then `adaptmc summary {folder}` shows them") from None
 
 
 def _check_precision(args, target) -> None:
@@ -195,7 +190,7 @@ def _resume(args) -> int:
     deleted = finished_without_draws(args.run_dir)
     if deleted is not None:
         raise ValueError(deleted)
-    if (Path(args.run_dir) / "draws.nc").exists():  # before any work (a warm-up)
+    if (Path(args.run_dir) / "draws.nc").exists() and not outputs_unwritten(args.run_dir):
         raise ValueError(f"the run in {args.run_dir!r} has finished (draws.nc is written): "
                          f"nothing to resume (`adaptmc summary {args.run_dir}` shows it)")
     for option in ("target", "objective"):
@@ -300,8 +295,7 @@ def cmd_predict(args) -> int:
     idata = target_posterior_predictive(read_draws(run_dir), target, seed=args.seed)
     group = idata.posterior_predictive
     path = run_dir / "posterior_predictive.nc"
-    group.to_netcdf(path.with_suffix(".nc.tmp"))
-    path.with_suffix(".nc.tmp").replace(path)
+    write_predictive(group, path)
     shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in group.data_vars.items())
     print(f"posterior predictive draws: {shapes}\nwritten: {path}")
     return 0
@@ -368,8 +362,9 @@ def interrupted_advice(args) -> str:
         return f"resume with `adaptmc resume {folder}`"
     now = _finished_draws(path)
     if now is not None and now != _AT_START.get("draws"):
-        return (f"the run had finished: {folder} holds its draws (`adaptmc summary {folder}` "
-                "shows them)")
+        then = f"`adaptmc resume {folder}` writes its summary and plots" if \
+            outputs_unwritten(folder) else f"`adaptmc summary {folder}` shows them"
+        return f"the run had finished: {folder} holds its draws ({then})"
     if args.command == "sample" and now is not None:
         return (f"stopped before the new run's first checkpoint: {folder} still holds the "
                 "previous run")

@@ -109,6 +109,7 @@ def failed_run(caught: list, index: int, folder, staged, committed: bool) -> Tar
     from pathlib import Path
 
     from adaptmc import io
+    from adaptmc.disk import full_disk, space_needed
 
     target = None
     if committed:
@@ -124,7 +125,14 @@ def failed_run(caught: list, index: int, folder, staged, committed: bool) -> Tar
     saved = None if target is None else str(target / FAILURE)
     err = target_error(caught, where, saved)
     if target is not None:
-        io.write_json(target / FAILURE, {**err.record, "super_transition": index})
+        try:
+            io.write_json(target / FAILURE, {**err.record, "super_transition": index})
+        except OSError as write:  # the values are told in the line instead
+            if not full_disk(write):
+                raise
+            err = target_error(caught, f"{where}; {FAILURE} could not be written in "
+                               f"{str(target)!r}, the disk is full: "
+                               f"{space_needed(target, 2**16)}", None)
     return err
 
 

@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from adaptmc.disk import telling_a_full_disk
 from adaptmc.io import check_output_place
 
 _HELD: dict[str, list] = {}  # folder -> [file descriptor, depth] of this process's locks
@@ -67,8 +68,14 @@ def acquire(folder: str | os.PathLike) -> Path:
         except FileNotFoundError:
             pass
         os.close(fd)
-    os.ftruncate(fd, 0)
-    os.write(fd, json.dumps(_facts()).encode())
+    def let_go() -> None:  # the lock as if never taken
+        path.unlink(missing_ok=True)
+        os.close(fd)
+
+    with telling_a_full_disk(f"the lock file {key!r}", path.parent, 2**12, "nothing was "
+                             "written: free space, then run it again", cleanup=let_go):
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(_facts()).encode())
     _HELD[key] = [fd, 1]
     return path
 

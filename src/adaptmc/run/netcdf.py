@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from adaptmc import io
+from adaptmc.disk import full_disk, space_needed, telling_a_full_disk
 
 CHECKSUM = "draws.sha256"  # beside draws.nc: the SHA-256 of its bytes
 
@@ -40,21 +41,28 @@ def write_draws(run_dir: Path, idata, describe=None):
             try:
                 _write_netcdf(tmp, idata, describe)
             except Exception as err:  # noqa: BLE001 - a failed write leaves no partial file
-                _abandon(tmp)
-                full = io.full_disk(err)
+                abandon(tmp)
+                full = full_disk(err)
                 reason = "the disk is full" if full else io.describe_error(err)
                 failed = io.WriteError(_no_space(run_dir, need, reason))
                 failed.hdf5_broken = True  # HDF5 may crash closing it at exit: see the CLI
                 raise failed from None
             except BaseException:  # Ctrl-C: no partial file, no handle closed at exit
-                _abandon(tmp)
+                abandon(tmp)
                 raise
     finally:
         if "Traceback" not in complaints.getvalue():
             sys.stderr.write(complaints.getvalue())  # warnings of a write that worked
-    digest = sha256(tmp)
-    io.atomic_write_bytes(run_dir / CHECKSUM, f"{digest}  {io.DRAWS}\n".encode())
-    _record_checksum(run_dir, digest)
+
+    def discard() -> None:  # the draws are written again by the resume
+        tmp.unlink(missing_ok=True)
+        (run_dir / CHECKSUM).unlink(missing_ok=True)
+
+    with telling_a_full_disk(f"{str(run_dir / io.DRAWS)!r} (its checksum)", run_dir, need,
+                             _KEPT.format(run_dir=run_dir), cleanup=discard):
+        digest = sha256(tmp)
+        io.atomic_write_bytes(run_dir / CHECKSUM, f"{digest}  {io.DRAWS}\n".encode())
+        _record_checksum(run_dir, digest)
     tmp.replace(run_dir / io.DRAWS)
     shutil.rmtree(run_dir / io.CHUNKS, ignore_errors=True)
     io.remove_temporaries(run_dir)  # of writes a kill interrupted before a resume
@@ -134,16 +142,16 @@ def _draws_bytes(run_dir: Path) -> int:
     return int(1.1 * chunks) + 2**20
 
 
+_KEPT = ("the run's checkpoint and draws are kept: free space, then `adaptmc resume "
+         "{run_dir}` (resume=True) writes it")
+
+
 def _no_space(run_dir: Path, need: int, reason: str) -> str:
-    free = shutil.disk_usage(run_dir).free
-    more = f" (free {(need - free) / 1e6:.1f} MB more)" if need > free else ""
-    return (f"cannot write {str(run_dir / io.DRAWS)!r} ({reason}): it needs about "
-            f"{need / 1e6:.1f} MB and {free / 1e6:.1f} MB are free{more}; the run's checkpoint "
-            f"and draws are kept: free space, then `adaptmc resume {run_dir}` (resume=True) "
-            "writes it")
+    return (f"cannot write {str(run_dir / io.DRAWS)!r} ({reason}): "
+            f"{space_needed(run_dir, need)}; {_KEPT.format(run_dir=run_dir)}")
 
 
-def _abandon(tmp: Path) -> None:
+def abandon(tmp: Path) -> None:
     """After a failed write of ``tmp``: free its space first (HDF5 flushes what it still
     holds when a handle closes), mark h5netcdf's handles on it closed (their own close would
     flush a broken file: a crash) and close their HDF5 files, then delete it."""

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc import io
+from adaptmc.disk import telling_a_full_run
 from adaptmc.run import store
 from adaptmc.run.loop import init_states
 from adaptmc.run.phases import Phases
@@ -32,7 +33,9 @@ def write_warmup(folder: Folder, arrays: dict) -> None:
     the first checkpoint of a new run puts its folder in place."""
     run_id = store.run_id(store.read_config(folder.writing)["fingerprint"])
     meta = np.frombuffer(json.dumps({"run": run_id}).encode(), dtype=np.uint8)
-    io.atomic_savez(folder.writing / WARMUP, {**arrays, "run/meta": meta})
+    need = sum(np.asarray(v).nbytes for v in arrays.values())
+    with telling_a_full_run(folder.writing, "the warm-up's checkpoint", need):
+        io.atomic_savez(folder.writing / WARMUP, {**arrays, "run/meta": meta})
     folder.commit()
 
 

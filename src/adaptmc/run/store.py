@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc import io
+from adaptmc.disk import telling_a_full_run
 from adaptmc.run.netcdf import finished_without_draws, read_draws, write_draws
 from adaptmc.run.plan import run_keys
 from adaptmc.targets.base import compiled_logdensity_and_grad
@@ -127,7 +128,8 @@ def open_run_dir(output_dir: str | Path | None, *, resume: bool, force: bool,
             io.write_json(folder / io.CONFIG, {"fingerprint": fingerprint, **(config or {})})
 
         io.discard_stale_siblings(run_dir)  # of killed runs: this process holds the lock
-        return io.stage_output_dir(run_dir, force=force, kind="run", populate=populate)
+        with telling_a_full_run(run_dir, "the run's config.json", 2**16, staged=True):
+            return io.stage_output_dir(run_dir, force=force, kind="run", populate=populate)
     return run_dir
 
 
@@ -227,7 +229,8 @@ def write_checkpoint(run_dir: Path, pending: list[dict], num_chunks: int, next_i
     they held given back (`adaptmc.io.release_freed_memory`)."""
     need = sum(np.asarray(v).nbytes for piece in pending for v in piece.values()) + \
         sum(np.asarray(v).nbytes for v in jax.tree.leaves((states, tuner_state)))
-    with io.telling_a_full_disk(run_dir, need, next_index):
+    with telling_a_full_run(run_dir, f"the checkpoint before super-transition {next_index}",
+                            need):
         return _write_checkpoint(run_dir, pending, num_chunks, next_index, total_grads,
                                  states, tuner_state, record, key, adapt_stop)
 

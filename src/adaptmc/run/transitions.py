@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from adaptmc import io
+from adaptmc.disk import telling_a_full_run
 from adaptmc.kernels.base import Kernel
 from adaptmc.run import callbacks, checks, store
 from adaptmc.run.loop import SuperTransitionLoop, super_transition_keys
@@ -77,7 +78,8 @@ class Folder:
         """After a checkpoint: put a new run's staged folder in place (and only then
         replace the folder ``force`` allowed replacing)."""
         if self.staging is not None:
-            io.commit_output_dir(self.staging, self.run_dir, force=self.force)
+            with telling_a_full_run(self.staging, "the run folder", 2**12):
+                io.commit_output_dir(self.staging, self.run_dir, force=self.force)
             self.staging = None
 
 
