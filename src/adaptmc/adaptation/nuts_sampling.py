@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from adaptmc.adaptation.chains import chain_grads
-from adaptmc.adaptation.dual_averaging import DualAveragingState, on_host
+from adaptmc.adaptation.dual_averaging import on_host
 from adaptmc.adaptation.early import OUTPUTS, _Chains, final_steps
 from adaptmc.adaptation.warmup_programs import CHUNK, chunk_program, padded
 from adaptmc.targets.base import compiled
@@ -52,12 +52,6 @@ class NutsDraws(NamedTuple):
     step_sizes: np.ndarray
     states: object
     acceptance: np.ndarray | None = None
-
-
-def frozen_dual_averaging(step_sizes) -> DualAveragingState:
-    """A dual-averaging state at ``step_sizes`` whose updates leave them (to ``1e-8``):
-    `adaptmc.adaptation.dual_averaging.da_frozen`, in the program of ``on_host``."""
-    return on_host(initial_step_size=np.asarray(step_sizes)).frozen
 
 
 class NutsArm(NamedTuple):
