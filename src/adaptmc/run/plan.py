@@ -142,7 +142,8 @@ def run_keys(seed: int, stage: str | None = "run"):
 def run_start(seed: int, start, num_chains: int, init_jitter: float):
     """``(keys, positions)``: `run_keys` of ``seed`` (the dict of all) and the chains'
     default starts ``start + U(-init_jitter, init_jitter)`` per chain and coordinate from
-    its ``"init"`` key (`jittered`), in one compiled program (two, called apart)."""
+    its ``"init"`` key (`jittered`), in one compiled program (`run_keys` and
+    `adaptmc.run.loop._jittered`, called apart, compile two)."""
     return _keys_and_starts(np.int64(seed), start, num_chains, init_jitter)
 
 
