@@ -66,13 +66,13 @@ def _on_host(key, fold, index, log_step_size_avg, initial_step_size, ten, chains
 
 
 def on_host(key=None, chains: int | None = None, fold: int | None = None,
-            log_step_size_avg=None, initial_step_size=None) -> OnHost:
+            log_step_size_avg=None, initial_step_size=None, ten=10.0) -> OnHost:
     """Everything a caller outside ``jit`` needs between the warm-up's programs, in one
     compiled program (run eagerly, each operation compiles one of its own): ``key``
     (folded with ``fold`` first, if given) split in two, the second split per chain, and
     per chain ``exp(log_step_size_avg)``, `da_init` and `da_frozen` of
-    ``initial_step_size`` (``ten = 10.0`` an argument, so that XLA computes log(10) as the
-    eager operation does rather than folding it at compile time). Element-wise logs and
+    ``initial_step_size`` (``ten`` an argument, so that XLA computes log(10) as the eager
+    operation does rather than folding it at compile time). Element-wise logs and
     exps: the same bits at `QUICK_COMPILE` as at XLA's defaults (checked on 1e5 values);
     key splits are integer work. Whatever is not given is a stand-in whose result is
     unused: every call is the same program for the chains' shapes."""
@@ -85,14 +85,12 @@ def on_host(key=None, chains: int | None = None, fold: int | None = None,
         key = jax.random.wrap_key_data(np.zeros(2, np.uint32))
     return _on_host(key, np.bool_(fold is not None), np.uint32(fold or 0),
                     steps if log_step_size_avg is None else log_step_size_avg,
-                    steps if initial_step_size is None else initial_step_size, 10.0, chains)
+                    steps if initial_step_size is None else initial_step_size, ten, chains)
 
 
 def da_init_compiled(initial_step_size, ten=10.0) -> DualAveragingState:
-    """`da_init` for a caller outside ``jit`` (`on_host`; ``ten`` 10)."""
-    if ten != 10.0:
-        raise ValueError(f"da_init_compiled shrinks towards 10 eps_0, got ten={ten}")
-    return on_host(initial_step_size=initial_step_size).init
+    """`da_init` for a caller outside ``jit`` (`on_host`)."""
+    return on_host(initial_step_size=initial_step_size, ten=ten).init
 
 
 def da_final_step_size_compiled(state: DualAveragingState):
