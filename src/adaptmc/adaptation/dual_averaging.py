@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from adaptmc.targets.base import QUICK_COMPILE
 
@@ -33,24 +34,68 @@ def da_init(initial_step_size, ten=10.0) -> DualAveragingState:
     return DualAveragingState(log_eps, zero, zero, jnp.log(ten) + log_eps, zero)
 
 
-@functools.partial(jax.jit, compiler_options=QUICK_COMPILE)
-def _on_host(log_step_size_avg, initial_step_size, ten):
-    """``(exp(log_step_size_avg), da_init(initial_step_size, ten))``: what a caller outside
-    ``jit`` needs, in one program (run eagerly, each operation compiles on its own)."""
-    return jnp.exp(log_step_size_avg), da_init(initial_step_size, ten)
+FROZEN_T = 1e20
+"""The iteration count of a frozen state (`da_frozen`): an update moves its log step by
+``sqrt(t) / (gamma (t + t0))``, less than ``1e-8`` over a chunk of transitions."""
+
+
+def da_frozen(step_size) -> DualAveragingState:
+    """A state at ``step_size`` whose updates leave it (to ``1e-8``): `FROZEN_T`."""
+    log = jnp.log(jnp.asarray(step_size, dtype=float))
+    zero = jnp.zeros_like(log)
+    return DualAveragingState(log, log, zero, log, zero + FROZEN_T)
+
+
+class OnHost(NamedTuple):
+    """What `on_host` returns: the next key and one key per chain, ``exp`` of the averaged
+    log steps, `da_init` and `da_frozen` of the initial steps."""
+
+    key: jax.Array
+    chain_keys: jax.Array
+    step_size: jnp.ndarray
+    init: DualAveragingState
+    frozen: DualAveragingState
+
+
+@functools.partial(jax.jit, static_argnums=6, compiler_options=QUICK_COMPILE)
+def _on_host(key, fold, index, log_step_size_avg, initial_step_size, ten, chains) -> OnHost:
+    key = jax.lax.cond(fold, lambda k: jax.random.fold_in(k, index), lambda k: k, key)
+    key, key_chains = jax.random.split(key)
+    return OnHost(key, jax.random.split(key_chains, chains), jnp.exp(log_step_size_avg),
+                  da_init(initial_step_size, ten), da_frozen(initial_step_size))
+
+
+def on_host(key=None, chains: int | None = None, fold: int | None = None,
+            log_step_size_avg=None, initial_step_size=None, ten=10.0) -> OnHost:
+    """Everything a caller outside ``jit`` needs between the warm-up's programs, in one
+    compiled program (run eagerly, each operation compiles one of its own): ``key``
+    (folded with ``fold`` first, if given) split in two, the second split per chain, and
+    per chain ``exp(log_step_size_avg)``, `da_init` and `da_frozen` of
+    ``initial_step_size`` (``ten`` an argument, so that XLA computes log(10) as the eager
+    operation does rather than folding it at compile time). Element-wise logs and
+    exps: the same bits at `QUICK_COMPILE` as at XLA's defaults (checked on 1e5 values);
+    key splits are integer work. Whatever is not given is a stand-in whose result is
+    unused: every call is the same program for the chains' shapes."""
+    steps = initial_step_size if initial_step_size is not None else log_step_size_avg
+    if chains is None:
+        chains = int(np.shape(steps)[0]) if steps is not None and np.ndim(steps) else 1
+    if steps is None:
+        steps = np.ones(chains, dtype=jax.dtypes.canonicalize_dtype(float))
+    if key is None:  # jax.random.key(0), whose data are zeros: no program
+        key = jax.random.wrap_key_data(np.zeros(2, np.uint32))
+    return _on_host(key, np.bool_(fold is not None), np.uint32(fold or 0),
+                    steps if log_step_size_avg is None else log_step_size_avg,
+                    steps if initial_step_size is None else initial_step_size, ten, chains)
 
 
 def da_init_compiled(initial_step_size, ten=10.0) -> DualAveragingState:
-    """`da_init` for a caller outside ``jit``: pass ``ten=10.0`` as an argument, so that XLA
-    computes log(10) as the eager operation does rather than folding it at compile time.
-    Element-wise logs and exps: the same bits at `QUICK_COMPILE` as at XLA's defaults
-    (checked on 1e5 values)."""
-    return _on_host(initial_step_size, initial_step_size, ten)[1]
+    """`da_init` for a caller outside ``jit`` (`on_host`)."""
+    return on_host(initial_step_size=initial_step_size, ten=ten).init
 
 
 def da_final_step_size_compiled(state: DualAveragingState):
-    """`da_final_step_size` for a caller outside ``jit`` (the program of `da_init_compiled`)."""
-    return _on_host(state.log_step_size_avg, state.log_step_size_avg, 10.0)[0]
+    """`da_final_step_size` for a caller outside ``jit`` (`on_host`)."""
+    return on_host(log_step_size_avg=state.log_step_size_avg).step_size
 
 
 def da_update(

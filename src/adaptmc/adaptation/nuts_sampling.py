@@ -4,11 +4,12 @@ The warm-up (`adaptmc.adaptation.early`) already runs NUTS (Hoffman & Gelman 201
 BlackJAX's multinomial kernel) in one compiled chunk program whose metric and step sizes are
 arguments. Sampling with NUTS calls that same program (no second NUTS is compiled) with
 dual averaging frozen: every chunk starts from a dual-averaging state whose update moves
-the log step by ``sqrt(t) / (gamma (t + t0))`` per transition with ``t = FROZEN_T``, i.e.
-by less than ``1e-8`` over a chunk, so each chain samples at the warm-up's final step
-(`adaptmc.adaptation.early.final_steps`), jittered by `JITTER` per transition. Draws
-past ``draws`` in the last chunk are dropped; their gradients are counted, as every
-gradient computed is (`adaptmc.adaptation.chains.chain_grads`).
+the log step by ``sqrt(t) / (gamma (t + t0))`` per transition with ``t = FROZEN_T``
+(`adaptmc.adaptation.dual_averaging.da_frozen`), i.e. by less than ``1e-8`` over a chunk,
+so each chain samples at the warm-up's final step (`adaptmc.adaptation.early.final_steps`),
+jittered by `JITTER` per transition. Draws past ``draws`` in the last chunk are dropped;
+their gradients are counted, as every gradient computed is
+(`adaptmc.adaptation.chains.chain_grads`).
 
 NUTS's reward (`nuts_reward`) is the bandit's (`adaptmc.objectives.robust_ess_per_grad`,
 over the run) measured on NUTS draws under the final metric: those of the warm-up's final
@@ -20,17 +21,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation.chains import chain_grads
-from adaptmc.adaptation.dual_averaging import DualAveragingState
+from adaptmc.adaptation.dual_averaging import on_host
 from adaptmc.adaptation.early import OUTPUTS, _Chains, final_steps
-from adaptmc.adaptation.warmup_programs import CHUNK, chunk_program, padded, split
+from adaptmc.adaptation.warmup_programs import CHUNK, chunk_program, padded
 from adaptmc.targets.base import compiled
-
-FROZEN_T = 1e20
-"""The dual-averaging iteration count of a frozen state (see the module docstring)."""
 
 JITTER = 0.1
 """Each sampling transition's step is the chain's final step times ``U(0.9, 1.1)``: a
@@ -57,13 +54,6 @@ class NutsDraws(NamedTuple):
     acceptance: np.ndarray | None = None
 
 
-def frozen_dual_averaging(step_sizes) -> DualAveragingState:
-    """A dual-averaging state at ``step_sizes`` whose updates leave them (to ``1e-8``)."""
-    log = jnp.log(jnp.asarray(step_sizes, dtype=float))
-    zero = jnp.zeros_like(log)
-    return DualAveragingState(log, log, zero, log, zero + FROZEN_T)
-
-
 class NutsArm(NamedTuple):
     """What sampling with NUTS after the warm-up needs of it: the target, the final
     metric as the chunk program's arrays (``rank`` directions), its ``target_accept``,
@@ -85,10 +75,10 @@ def nuts_arm(run: _Chains) -> NutsArm:
                    final_steps(run), final_window(run))
 
 
-def nuts_sample(arm: NutsArm, state, key, draws: int) -> NutsDraws:
+def nuts_sample(arm: NutsArm, state, key, draws: int, fold: int | None = None) -> NutsDraws:
     """``draws`` NUTS transitions per chain from ``state`` (BlackJAX's ``HMCState`` of
     the chains: position, log density, gradient) under ``arm``'s metric and steps, through
-    the warm-up's own chunk program."""
+    the warm-up's own chunk program; ``fold``: the key is ``fold_in(key, fold)``."""
     if int(draws) != draws or draws < 1:
         raise ValueError(f"draws must be an integer >= 1, got {draws}")
     cache_key = ("early_warmup_chunk", CHUNK, arm.target_accept, arm.rank)
@@ -97,9 +87,11 @@ def nuts_sample(arm: NutsArm, state, key, draws: int) -> NutsDraws:
     out, grads = {name: [] for name in OUTPUTS}, 0
     chains = state.position.shape[0]
     metric = tuple(np.broadcast_to(a, (chains, *np.shape(a))) for a in arm.metric)
+    frozen = None
     for _ in range(-(-int(draws) // CHUNK)):
-        key, keys = split(key, chains)
-        state, _, chunk = program((keys, state, frozen_dual_averaging(arm.step_sizes), metric,
+        keys = on_host(key, chains, fold, initial_step_size=np.asarray(arm.step_sizes))
+        key, fold, frozen = keys.key, None, keys.frozen if frozen is None else frozen
+        state, _, chunk = program((keys.chain_keys, state, frozen, metric,
                                    np.full(chains, JITTER)))
         for name, value in zip(OUTPUTS, chunk, strict=True):
             out[name].append(np.asarray(value))

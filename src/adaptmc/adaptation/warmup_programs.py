@@ -6,14 +6,12 @@ dual averaging's start inside the first."""
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation.chains import over_chains
-from adaptmc.adaptation.dual_averaging import da_init, da_update
+from adaptmc.adaptation.dual_averaging import da_init, da_update, on_host
 from adaptmc.adaptation.low_rank import LowRankInverseMass
 from adaptmc.adaptation.window import reasonable_step_size
 from adaptmc.targets.base import QUICK_COMPILE, compiled
@@ -83,11 +81,12 @@ def chunk_program(target, target_accept: float):
     return jax.jit(over_chains(one))
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def split(key, chains: int):
-    """`split_keys` as one compiled program, for the chunk's keys (run eagerly, the same
-    operations compile three)."""
-    return split_keys(key, chains)
+def split(key, chains: int, fold: int | None = None):
+    """`split_keys` of ``key`` (folded with ``fold`` first, if given), for the chunk's keys:
+    in the one program of `adaptmc.adaptation.dual_averaging.on_host` (run eagerly, the
+    same operations compile three)."""
+    out = on_host(key, chains, fold)
+    return out.key, out.chain_keys
 
 
 def split_keys(key, chains: int):

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 
 from adaptmc.kernels.base import Kernel
-from adaptmc.run.plan import run_keys
+from adaptmc.run.plan import zero_key
 from adaptmc.targets.base import Target
 from adaptmc.tuners.base import Tuner
 
@@ -57,7 +57,7 @@ def check_tuner(tuner: Tuner, kernel: Kernel, params, dim: int, gradient_budget:
     a super-transition of ``gradient_budget`` gradients."""
     from adaptmc.tuners.describe import box_from_config, innermost
 
-    key = run_keys(0, "root")  # jax.random.key(0), of an already compiled program
+    key = zero_key()  # jax.random.key(0), with no program
     state = tuner.init(key)
     settings = [("its first proposal", tuner.propose(key, state)[0])]
     config = innermost(tuner.describe(state)) if tuner.describe is not None else None

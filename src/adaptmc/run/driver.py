@@ -35,9 +35,9 @@ from adaptmc.run import checks, faults, store
 from adaptmc.run.compile_clock import census, compile_events, compile_seconds
 from adaptmc.run.idata import describe_tuning, to_inference_data
 from adaptmc.run.lock import owning
-from adaptmc.run.loop import default_positions, initial_positions_checked
+from adaptmc.run.loop import initial_positions_checked
 from adaptmc.run.nuts_stage import NutsSample, choose_sampler
-from adaptmc.run.plan import Plan, RunOptions, as_plan, run_keys
+from adaptmc.run.plan import Plan, RunOptions, as_plan, run_keys, run_start
 from adaptmc.run.resume import load_warmup, start_super_transitions, write_warmup
 from adaptmc.run.transitions import (
     RECORD_FIELDS,
@@ -109,9 +109,13 @@ class Context:
         seed = options.seed
         if int(seed) != seed or not 0 <= seed < 2**63:
             raise ValueError(f"seed must be an integer in [0, 2**63), got {seed}")
-        self.key_init, self.key_run = run_keys(seed, "init"), run_keys(seed, "run")
-        self.thin = plan.thin if options.thin is None else options.thin
         self.starts, self.initial_states = options.initial_positions, options.initial_states
+        default = plan.warmup is not None and self.initial_states is None and self.starts is None
+        # the run's keys and its default starts (`default_positions`') in one program
+        self.keys, starts = run_start(seed, target.initial_position, options.num_chains, 0.5) \
+            if default else (run_keys(seed, None), self.starts)
+        self.key_init, self.key_run = self.keys["init"], self.keys["run"]
+        self.thin = plan.thin if options.thin is None else options.thin
         self.prior_grads, self.attrs = int(options.prior_grads), dict(options.attrs or {})
         # the checks' gradients: every chain's start, once before a warm-up and once after
         # it (one point each), and the fingerprint's probe point
@@ -122,9 +126,8 @@ class Context:
         if plan.warmup is None:
             self.starts = self._check_plan(after_warmup=self.prior_grads > 0)
         elif self.initial_states is None:
-            self.starts = default_positions(target, options.num_chains, seed) \
-                if self.starts is None else initial_positions_checked(
-                    target, options.num_chains, self.starts, options.init_jitter, None)
+            self.starts = initial_positions_checked(target, options.num_chains, starts,
+                                                    options.init_jitter, None)
             self.check_grads += options.num_chains
         checks.check_run_args(target, plan.kernel, plan.params, plan.tuner,
                               plan.num_super_transitions, plan.gradient_budget,
@@ -142,8 +145,8 @@ class Context:
             if self.options.progress:
                 print(f"{self.plan.name}: warm-up ...", flush=True)
             tick, compiled_before = time.perf_counter(), compile_seconds()
-            state = stage.start(self.target, np.asarray(self.starts), run_keys(
-                self.options.seed, "warmup"), None if self.options.progress else False)
+            state = stage.start(self.target, np.asarray(self.starts), self.keys["warmup"],
+                                None if self.options.progress else False)
             if self.options.resume:
                 fresh = getattr(state, "num_grads", 0)
                 state, loaded = load_warmup(stage, state, self.folder.run_dir)

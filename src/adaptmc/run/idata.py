@@ -49,15 +49,36 @@ def posterior_variables(target, positions: np.ndarray) -> dict[str, np.ndarray]:
         flat = np.concatenate([flat, np.repeat(filler, rows - flat.shape[0], axis=0)])
     constrain = getattr(target, "constrain", None)
     fn = constrain if constrain is not None else target.unravel
-    program = compiled(target, ("posterior_variables", rows, str(flat.dtype)),
-                       lambda: jax.jit(jax.vmap(fn)))
-    named = program(flat)
+    named = _as_it_is(fn, flat)
+    if named is None:
+        program = compiled(target, ("posterior_variables", rows, str(flat.dtype)),
+                           lambda: jax.jit(jax.vmap(fn)))
+        named = program(flat)
     count = int(np.prod(batch))
     if constrain is not None:
         return {str(k): np.asarray(v)[:count].reshape(batch + v.shape[1:])
                 for k, v in named.items()}
     return {_leaf_name(path): np.asarray(leaf)[:count].reshape(batch + leaf.shape[1:])
             for path, leaf in jax.tree_util.tree_flatten_with_path(named)[0]}
+
+
+def _as_it_is(fn, flat: np.ndarray):
+    """``vmap(fn)(flat)`` when ``fn`` returns its argument as it is (a flat target's
+    ``unravel``: a split into one piece), with no program compiled; else None."""
+    closed, shape = jax.make_jaxpr(jax.vmap(fn), return_shape=True)(flat)
+    leaves, tree = jax.tree_util.tree_flatten(shape)
+    if len(leaves) != 1 or leaves[0].shape != flat.shape or leaves[0].dtype != flat.dtype:
+        return None
+    source = {}  # each variable a one-piece split made, from the variable it split
+    for eqn in closed.jaxpr.eqns:
+        if eqn.primitive.name != "split" or len(eqn.outvars) != 1:
+            return None
+        source[eqn.outvars[0]] = eqn.invars[0]
+    var = closed.jaxpr.outvars[0]
+    while var in source:
+        var = source[var]
+    return jax.tree_util.tree_unflatten(tree, [flat]) if var is closed.jaxpr.invars[0] \
+        else None
 
 
 def to_inference_data(target, kernel, chunks, record, tuner, num_warmup, attrs):

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.kernels.base import Kernel
-from adaptmc.run.plan import run_keys
+from adaptmc.run.plan import jittered, run_keys, run_start
 from adaptmc.targets.base import QUICK_COMPILE, Target, check_position, compiled
 
 STEP_FIELDS = ("acceptance_rate", "accepted", "is_divergent", "energy_error", "num_grads",
@@ -169,10 +169,10 @@ def default_positions(target: Target, num_chains: int, seed: int,
     """The starting points `run` draws when given none: the target's initial position plus
     ``U(-init_jitter, init_jitter)`` per coordinate, from the run's key; ``check``: each
     checked (one gradient per chain), else left to the run that starts from them."""
-    key_init = run_keys(seed, "init")
+    starts = run_start(seed, target.initial_position, num_chains, init_jitter)[1]
     if not check:
-        return _jittered(key_init, target.initial_position, num_chains, init_jitter)
-    return initial_positions_checked(target, num_chains, None, init_jitter, key_init)
+        return starts
+    return initial_positions_checked(target, num_chains, starts, init_jitter, None)
 
 
 def starting_positions(target: Target, num_chains: int, seed: int, init=None,
@@ -222,12 +222,8 @@ def initial_positions_checked(target: Target, num_chains: int, initial_positions
     return initial_positions
 
 
-@functools.partial(jax.jit, static_argnums=(2,), compiler_options=QUICK_COMPILE)
-def _jittered(key, start, num_chains: int, init_jitter):
-    """``start + U(-init_jitter, init_jitter)`` per chain and coordinate, one compiled call."""
-    jitter = jax.random.uniform(key, (num_chains, start.shape[0]), minval=-init_jitter,
-                                maxval=init_jitter)
-    return start + jitter.astype(start.dtype)
+_jittered = functools.partial(jax.jit, static_argnums=(2,), compiler_options=QUICK_COMPILE)(
+    jittered)
 
 
 def init_states(target: Target, kernel: Kernel, positions):

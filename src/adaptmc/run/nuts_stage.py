@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import time
 
-import jax
 import numpy as np
 
 from adaptmc.adaptation.nuts_sampling import nuts_reward, nuts_sample, recorded_setting
@@ -45,11 +44,10 @@ class NutsSample(SuperTransitions):
 
         setup, index = self.setup, state.index
         n = min(BLOCK, setup.phases.kept_missing(state))
-        key = jax.random.fold_in(setup.key, index)
         states = state.states
         tick = time.perf_counter()
         out = nuts_sample(self.arm, HMCState(states.position, states.logdensity,
-                                             states.logdensity_grad), key, n)
+                                             states.logdensity_grad), setup.key, n, fold=index)
         wall_s = time.perf_counter() - tick
         state.states = states._replace(
             position=out.states.position, logdensity=out.states.logdensity,

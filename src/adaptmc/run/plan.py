@@ -127,23 +127,52 @@ class RunOptions(NamedTuple):
     attrs: dict | None = None
 
 
-def run_keys(seed: int, stage: str = "run"):
+def run_keys(seed: int, stage: str | None = "run"):
     """A run's PRNG keys, all from ``seed``: ``"init"`` draws the chains' jittered starts
     and initialises the tuner, ``"run"`` is folded with a super-transition's index for its
     keys (`adaptmc.run.loop.super_transition_keys`), ``"tuner"`` (``"init"`` folded with 1)
     initialises the tuner, ``"warmup"`` is the warm-up stage's (independent of all),
-    ``"root"`` is ``jax.random.key(seed)``."""
+    ``"root"`` is ``jax.random.key(seed)``; ``stage`` None: the dict of all."""
     # the seed as an argument, as `jax.random.key` takes an int: one compiled program for
     # every seed, where the same operations run eagerly compile five
-    return _all_keys(np.int64(seed))[stage]
+    keys = _all_keys(np.int64(seed))
+    return keys if stage is None else keys[stage]
 
 
-@functools.partial(jax.jit, compiler_options=QUICK_COMPILE)
-def _all_keys(seed) -> dict:
+def run_start(seed: int, start, num_chains: int, init_jitter: float):
+    """``(keys, positions)``: `run_keys` of ``seed`` (the dict of all) and the chains'
+    default starts ``start + U(-init_jitter, init_jitter)`` per chain and coordinate from
+    its ``"init"`` key (`jittered`), in one compiled program (`run_keys` and
+    `adaptmc.run.loop._jittered`, called apart, compile two)."""
+    return _keys_and_starts(np.int64(seed), start, num_chains, init_jitter)
+
+
+def zero_key():
+    """``jax.random.key(0)`` (threefry's key data of seed 0 are zeros), with no program."""
+    return jax.random.wrap_key_data(np.zeros(2, np.uint32))
+
+
+def jittered(key, start, num_chains: int, init_jitter):
+    """``start + U(-init_jitter, init_jitter)`` per chain and coordinate."""
+    jitter = jax.random.uniform(key, (num_chains, start.shape[0]), minval=-init_jitter,
+                                maxval=init_jitter)
+    return start + jitter.astype(start.dtype)
+
+
+def _keys(seed) -> dict:
     root = jax.random.key(seed)
     key_init, key_run = jax.random.split(root)
     return {"init": key_init, "run": key_run, "tuner": jax.random.fold_in(key_init, 1),
             "warmup": jax.random.fold_in(root, 2**31 - 1), "root": root}
+
+
+_all_keys = jax.jit(_keys, compiler_options=QUICK_COMPILE)
+
+
+@functools.partial(jax.jit, static_argnums=2, compiler_options=QUICK_COMPILE)
+def _keys_and_starts(seed, start, num_chains: int, init_jitter):
+    keys = _keys(seed)
+    return keys, jittered(keys["init"], start, num_chains, init_jitter)
 
 
 PLAN_SETTINGS = ("num_super_transitions", "gradient_budget", "tuner", "objective",

@@ -16,7 +16,6 @@ from adaptmc.disk import telling_a_full_run
 from adaptmc.run import store
 from adaptmc.run.loop import init_states
 from adaptmc.run.phases import Phases
-from adaptmc.run.plan import run_keys
 from adaptmc.run.transitions import (
     Folder,
     Progress,
@@ -68,7 +67,7 @@ def start_super_transitions(ctx) -> tuple[Tune, Progress]:
         states, spent = init_states(setup.target, setup.kernel, ctx.starts), setup.num_chains
     else:
         states, spent = jax.tree.map(jnp.asarray, ctx.initial_states), 0
-    tuner_state = setup.tuner.init(run_keys(ctx.options.seed, "tuner"))
+    tuner_state = setup.tuner.init(ctx.keys["tuner"])
     state = Progress(states, tuner_state, empty_record(setup.tuner), spent)
     saved = None
     if ctx.options.resume:

@@ -21,7 +21,7 @@ import numpy as np
 from adaptmc import io
 from adaptmc.disk import telling_a_full_run
 from adaptmc.run.netcdf import finished_without_draws, read_draws, write_draws
-from adaptmc.run.plan import run_keys
+from adaptmc.run.plan import zero_key
 from adaptmc.targets.base import compiled_logdensity_and_grad
 
 __all__ = ["read_draws", "write_draws"]  # with the rest: the run folder's files
@@ -84,7 +84,7 @@ def tuner_facts(tuner) -> Any:
     """The tuner's `describe` facts at its initial state, as JSON (None without)."""
     if tuner.describe is None:
         return None
-    facts = tuner.describe(tuner.init(run_keys(0, "root")))
+    facts = tuner.describe(tuner.init(zero_key()))
     return json.loads(json.dumps(facts, default=io.json_default))
 
 

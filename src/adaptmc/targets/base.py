@@ -221,7 +221,8 @@ def compiled_logdensity_and_grad(target: Target) -> Callable[[Array], tuple[Arra
 def check_position(target: Target, position: Array, what: str = "position") -> None:
     """Raise `ValueError` unless ``position`` has shape ``(dim,)`` and a finite log density
     and gradient there."""
-    position = jnp.asarray(position)
+    # a host array as it is: `jnp.asarray` of one compiles a program per shape
+    position = position if isinstance(position, jax.Array) else np.asarray(position)
     if position.shape != (target.dim,):
         raise ValueError(
             f"{what} of target {target.name!r} has shape {position.shape}; "

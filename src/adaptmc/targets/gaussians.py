@@ -7,6 +7,7 @@ Built-ins include Neal's (2011) 100-d Gaussian with standard deviations 0.01, 0.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
@@ -27,8 +28,9 @@ def gaussian(mean, cov, name: str = "gaussian", initial_position=None) -> Target
     if cov.ndim == 1:
         if cov.shape != (dim,) or np.any(cov <= 0):
             raise ValueError("diagonal covariance must be positive with the mean's length")
-        precision_diag = jnp.asarray(1.0 / cov)
-        mean_j = jnp.asarray(mean)
+        # host arrays, constants of the compiled programs (`jnp.asarray` compiles one)
+        precision_diag = 1.0 / cov
+        mean_j = mean
 
         def logdensity(x):
             d = x - mean_j
@@ -52,7 +54,7 @@ def gaussian(mean, cov, name: str = "gaussian", initial_position=None) -> Target
     start = np.zeros(dim) if initial_position is None else np.asarray(initial_position, float)
     target = make_target(
         logdensity,
-        jnp.asarray(start),
+        jax.device_put(start),  # as `jnp.asarray` made it, with no program compiled
         name=name,
         info={"mean": mean, "cov": full_cov},
     )

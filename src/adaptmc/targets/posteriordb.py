@@ -77,8 +77,10 @@ def posteriordb_target(name_or_path: str) -> Target:
         },
     )
     target.info["constrain"] = target.constrain
-    return dataclasses.replace(target, reference=posterior_reference(posterior),
-                               parameter_names=program_names(target.parameter_names))
+    out = dataclasses.replace(target, reference=posterior_reference(posterior),
+                              parameter_names=program_names(target.parameter_names))
+    out.programs.update(target.programs)  # the same log density: its start check's program
+    return out
 
 
 _TRANSFORM_PREFIXES = ("logit_", "log_")  # the translations' leaf names: log_tau, mu_raw...
