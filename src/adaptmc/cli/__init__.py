@@ -86,7 +86,8 @@ def _sample(args, target, options: dict, resume: bool) -> int:
     result = run(target, plan, options=run_options(
         plan, chains=args.chains, seed=args.seed, initial_positions=starts, output_dir=args.out,
         force=args.force, resume=resume, checkpoint_every=args.checkpoint_every,
-        thin=args.thin, progress=not args.no_progress, config={"cli": vars(args)}))
+        thin=args.thin, progress=not args.no_progress, config={"cli": vars(args)},
+        init_jitter=getattr(args, "init_jitter", 0.5)))
     text = format_summary(result.idata)
     with _after_the_draws(args.out):
         (Path(args.out) / "summary.txt").write_text(text + "\n")
@@ -134,7 +135,7 @@ def _check_precision(args, target) -> None:
 
 
 def _starts(args, target):
-    """The chains' starts from ``--init`` and ``--init-jitter`` (None: the run's default).
+    """The chains' starts from ``--init`` and ``--init-jitter`` (None: the run's own).
     The point's values are recorded in the run's config (``init_values``), so a resumed run
     starts its warm-up from the same numbers even if the file changed."""
     import numpy as np
@@ -147,7 +148,7 @@ def _starts(args, target):
         values = values if isinstance(values, dict) else values.tolist()
     jitter = getattr(args, "init_jitter", 0.5)
     args.init_values = values
-    if values is None and jitter == 0.5:
+    if values is None:  # the run's own starts, jittered by ``jitter`` (retried if not finite)
         return None
     if isinstance(values, dict):  # named constrained values (a .json object)
         from adaptmc.targets.initial import unconstrained_point

@@ -75,11 +75,14 @@ def make_cells(targets: list[str], samplers: list[str], num_seeds: int) -> list[
 
 def initial_positions(target, seed: int, num_chains: int, jitter: float) -> np.ndarray:
     """``(num_chains, dim)``: the starts `adaptmc.run.run` draws for ``seed`` (the target's
-    start plus ``U(-jitter, jitter)``), so a bench row starts where ``adaptmc sample --seed``
-    does; not evaluated here (an adaptmc row's run checks them and counts it)."""
+    start plus ``U(-jitter, jitter)``, a chain's retried as Stan does where its log density
+    or gradient is not finite, `adaptmc.run.starts`), so a bench row starts where ``adaptmc
+    sample --seed`` does, every sampler of a row from the same starts. The points evaluated
+    here are no sampler's gradients (an adaptmc row's run checks its starts again and counts
+    that)."""
     from adaptmc.run import default_positions
 
-    return np.asarray(default_positions(target, num_chains, seed, jitter, check=False))
+    return np.asarray(default_positions(target, num_chains, seed, jitter, check=True))
 
 
 DEFAULT_SAMPLERS = ("adaptmc-adaptive-hmc", "adaptmc-gadmala", "blackjax-nuts")
