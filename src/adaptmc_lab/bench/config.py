@@ -74,15 +74,20 @@ def make_cells(targets: list[str], samplers: list[str], num_seeds: int) -> list[
 
 
 def initial_positions(target, seed: int, num_chains: int, jitter: float) -> np.ndarray:
-    """``(num_chains, dim)``: the starts `adaptmc.run.run` draws for ``seed`` (the target's
-    start plus ``U(-jitter, jitter)``, a chain's retried as Stan does where its log density
-    or gradient is not finite, `adaptmc.run.starts`), so a bench row starts where ``adaptmc
-    sample --seed`` does, every sampler of a row from the same starts. The points evaluated
-    here are no sampler's gradients (an adaptmc row's run checks its starts again and counts
-    that)."""
-    from adaptmc.run import default_positions
+    """``(num_chains, dim)``: the starts `adaptmc.run.run` draws for ``seed`` (`bench_starts`),
+    so a bench row starts where ``adaptmc sample --seed`` does."""
+    return np.asarray(bench_starts(target, seed, num_chains, jitter).positions)
 
-    return np.asarray(default_positions(target, num_chains, seed, jitter, check=True))
+
+def bench_starts(target, seed: int, num_chains: int, jitter: float):
+    """The starts every sampler of a row gets, those `adaptmc.run.run` makes for ``seed``
+    (`adaptmc.run.loop.default_starts`: the target's start plus ``U(-jitter, jitter)``, a
+    chain's retried as Stan does where its log density or gradient is not finite), with
+    the points evaluated and each chain's retries."""
+    from adaptmc.run import run_keys
+    from adaptmc.run.loop import default_starts
+
+    return default_starts(target, num_chains, run_keys(seed, "init"), jitter)
 
 
 DEFAULT_SAMPLERS = ("adaptmc-adaptive-hmc", "adaptmc-gadmala", "blackjax-nuts")
