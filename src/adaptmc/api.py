@@ -85,11 +85,9 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
     init, init_jitter
         Where the chains start: a dict of named values in the model's own (constrained)
         space, ``{"tau": 2.0}`` (`adaptmc.targets.initial`), or in the unconstrained space
-        (`adaptmc.run.starting_positions`): None (the target's start) or a ``(dim,)``
-        point, each plus ``U(-init_jitter, init_jitter)`` per chain and coordinate; or
-        ``(chains, dim)`` points, used as they are. None: a chain whose start has a log
-        density or gradient that is not finite is retried as Stan does (`adaptmc.run.starts`);
-        a start given that is not finite is one `ValueError`.
+        (`adaptmc.run.starting_positions`): None (the target's start, retried as Stan does if
+        not finite: `adaptmc.run.starts`) or a ``(dim,)`` point, each plus ``U(-init_jitter,
+        init_jitter)`` per chain and coordinate; or ``(chains, dim)`` points, as they are.
     compile_cache
         Keep compiled programs on disk (`adaptmc.compile_cache.use_compile_cache`, as the
         command line does); it takes effect if nothing was compiled before in the process.
@@ -107,9 +105,8 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         recipe=recipe, chains=chains, seed=seed, thin=thin, init_jitter=init_jitter,
         output_dir=output_dir, force=force, progress=progress, compile_cache=compile_cache,
         float32=float32, model_kwargs=model_kwargs, init=init), options)
-    chains, seed, thin, init_jitter, init = (checked[k] for k in (
-        "chains", "seed", "thin", "init_jitter", "init"))
-    options = checked["options"]
+    chains, seed, thin, init_jitter, init, options = (checked[k] for k in (
+        "chains", "seed", "thin", "init_jitter", "init", "options"))
     _before_any_work(compile_cache, output_dir, force, float32)
     with telling_target_errors(), one_chain_quiet(chains):
         made = in_precision(_make_target(target, model_args, model_kwargs, data), float32)
@@ -118,12 +115,11 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         made, options, heldout_record = predictive_options(made, options, heldout, seed)
         init = _named_init(made, init)
         plan = build(recipe, made, seed=seed, **options)
-        # no init: the run's own starts (retried where not finite, every point counted)
-        starts = None if init is None else \
-            np.asarray(starting_positions(made, chains, seed, init, init_jitter, check=False))
+        starts = None if init is None else np.asarray(
+            starting_positions(made, chains, seed, init, init_jitter, check=False))
         result = run_plan(made, plan, chains=chains, seed=seed, initial_positions=starts,
                           output_dir=output_dir, force=force, thin=thin, progress=progress,
-                          init_jitter=init_jitter)
+                          init_jitter=init_jitter)  # None: the run's own starts
         return _reported(result.idata, plan.name, heldout_record, progress)
 
 
