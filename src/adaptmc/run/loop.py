@@ -196,7 +196,8 @@ def starting_positions(target: Target, num_chains: int, seed: int, init=None,
     init_jitter)`` per chain and coordinate from the run's key (``init_jitter = 0``: every
     chain at the point); or ``(num_chains, dim)`` points, taken as they are. Checked:
     shapes, ``init_jitter >= 0`` and, if ``check`` (one gradient per chain; `run` checks
-    the starts it is given again), a finite log density and gradient at every start."""
+    the starts it is given again), a finite log density and gradient at every start (the
+    target's own start, ``init`` None, retried where not, `default_starts`)."""
     init_jitter = float(init_jitter)
     if not (np.isfinite(init_jitter) and init_jitter >= 0):
         raise ValueError(f"init_jitter must be a finite number >= 0, got {init_jitter}")
