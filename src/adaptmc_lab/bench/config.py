@@ -25,7 +25,8 @@ class BenchConfig:
         as many NUTS transitions and samples about as many draws' worth of gradients
         (`adaptmc_lab.bench.samplers.recipe_options`); the other recipes keep their defaults.
     init_jitter
-        Starts are the target's initial position plus ``U(-init_jitter, init_jitter)``.
+        Starts are the target's initial position plus ``U(-init_jitter, init_jitter)``
+        (a chain's retried as Stan does where not finite, `bench_starts`).
     """
 
     num_chains: int = 4
