@@ -53,6 +53,26 @@ def test_evaluate_exact_draws_are_accurate():
     assert result["max_rhat"] < 1.01
 
 
+def test_a_quantity_constant_in_every_draw_is_left_out_of_the_ess():
+    """A structural constant (a Cholesky factor's zero: one value in every draw of every
+    chain) has no ESS: the min is the moving quantities'; chains stuck at their different
+    starts still get ESS 0."""
+    from adaptmc.diagnostics import robust_ess
+    from adaptmc.targets import make_target
+
+    target = make_target(lambda x: -0.5 * (x @ x), np.zeros(3), check=False)
+    rng = np.random.default_rng(4)
+    draws = rng.standard_normal((4, 2000, 3))
+    draws[..., 1] = 0.0
+    fixed = bench.evaluate(target, bench.SamplerOutput(draws, 100, 8000, 1.0, 0.5, 0, {}))
+    assert fixed["num_constant"] == 1
+    assert fixed["min_ess"] == pytest.approx(robust_ess(draws[..., [0, 2]]).min())
+    assert fixed["min_ess"] > 4000
+    draws[..., 1] = np.arange(4)[:, None]  # every chain stuck where it started
+    stuck = bench.evaluate(target, bench.SamplerOutput(draws, 100, 8000, 1.0, 0.5, 0, {}))
+    assert stuck["num_constant"] == 0 and stuck["min_ess"] == 0.0
+
+
 def test_evaluate_posteriordb_uses_reference_names():
     target = get_target(TINY_TARGET)
     draws = np.zeros((2, 10, target.dim))
