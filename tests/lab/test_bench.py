@@ -54,9 +54,9 @@ def test_evaluate_exact_draws_are_accurate():
 
 
 def test_a_quantity_constant_in_every_draw_is_left_out_of_the_ess():
-    """A structural constant (a Cholesky factor's zero: one value in every draw of every
-    chain) has no ESS: the min is the moving quantities'; chains stuck at their different
-    starts still get ESS 0."""
+    """A structural constant (a Cholesky factor's zero, a unit diagonal up to rounding: one
+    value in every draw of every chain) has no ESS: the min is the moving quantities';
+    chains stuck at their different starts still get ESS 0."""
     from adaptmc.diagnostics import robust_ess
     from adaptmc.targets import make_target
 
@@ -64,9 +64,10 @@ def test_a_quantity_constant_in_every_draw_is_left_out_of_the_ess():
     rng = np.random.default_rng(4)
     draws = rng.standard_normal((4, 2000, 3))
     draws[..., 1] = 0.0
+    draws[..., 2] = 1.0 + 1e-15 * rng.standard_normal((4, 2000))  # 1 up to rounding
     fixed = bench.evaluate(target, bench.SamplerOutput(draws, 100, 8000, 1.0, 0.5, 0, {}))
-    assert fixed["num_constant"] == 1
-    assert fixed["min_ess"] == pytest.approx(robust_ess(draws[..., [0, 2]]).min())
+    assert fixed["num_constant"] == 2
+    assert fixed["min_ess"] == pytest.approx(robust_ess(draws[..., :1]).min())
     assert fixed["min_ess"] > 4000
     draws[..., 1] = np.arange(4)[:, None]  # every chain stuck where it started
     stuck = bench.evaluate(target, bench.SamplerOutput(draws, 100, 8000, 1.0, 0.5, 0, {}))

@@ -38,11 +38,12 @@ def _ess_rhat_mcse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 def structural_constants(values: np.ndarray) -> np.ndarray:
     """``values: (chains, draws, k) -> (k,)``: the quantities that take one value in every
-    draw of every chain (a Cholesky factor's zeros, a correlation matrix's unit diagonal),
-    which have no ESS to measure; left out of the ESS. A sampler that never moves is not
-    credited: its chains, from different starts, hold different values (ESS 0)."""
+    draw of every chain, up to rounding (``1e-12`` relative: a Cholesky factor's zeros, a
+    correlation matrix's unit diagonal computed as ``L L^T``), which have no ESS to measure
+    (rounding's is noise); left out of the ESS. A sampler that never moves is not credited:
+    its chains, from different starts, hold different values (ESS 0)."""
     flat = values.reshape(-1, values.shape[-1])
-    return np.all(flat == flat[:1], axis=0)
+    return np.all(np.abs(flat - flat[:1]) <= 1e-12 * np.abs(flat[:1]), axis=0)
 
 
 def evaluate(target, output: SamplerOutput) -> dict:
