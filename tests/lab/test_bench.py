@@ -71,7 +71,7 @@ def test_a_quantity_constant_in_every_draw_is_left_out_of_the_ess():
     assert fixed["min_ess"] > 4000
     draws[..., 1] = np.arange(4)[:, None]  # every chain stuck where it started
     stuck = bench.evaluate(target, bench.SamplerOutput(draws, 100, 8000, 1.0, 0.5, 0, {}))
-    assert stuck["num_constant"] == 0 and stuck["min_ess"] == 0.0
+    assert stuck["num_constant"] == 1 and stuck["min_ess"] == 0.0
 
 
 def test_evaluate_posteriordb_uses_reference_names():
