@@ -34,14 +34,17 @@ def run_plan(target, plan: Plan, *, chains: int = 4, seed: int = 0,
              initial_positions: np.ndarray | None = None, output_dir: str | Path | None = None,
              force: bool = False, resume: bool = False, checkpoint_every: int = 10,
              thin: int | None = None, progress: bool = True,
-             config: dict | None = None, stop_after: int | None = None) -> RunResult:
+             config: dict | None = None, stop_after: int | None = None,
+             init_jitter: float = 0.5) -> RunResult:
     """Run ``plan`` (a recipe's `Plan`, its warm-up stage included: from
-    ``initial_positions``, default the run's own starts) on ``target`` with ``chains``
-    chains (`adaptmc.run.run` with `run_options`)."""
+    ``initial_positions``, default the run's own starts, jittered by ``init_jitter`` and
+    retried where not finite, `adaptmc.run.starts`) on ``target`` with ``chains`` chains
+    (`adaptmc.run.run` with `run_options`)."""
     return run(target, plan, options=run_options(
         plan, chains=chains, seed=seed, initial_positions=initial_positions,
         output_dir=output_dir, force=force, resume=resume, checkpoint_every=checkpoint_every,
-        thin=thin, progress=progress, config=config, stop_after=stop_after))
+        thin=thin, progress=progress, config=config, stop_after=stop_after,
+        init_jitter=init_jitter))
 
 
 def run_options(plan: Plan, *, chains: int = 4, config: dict | None = None,
@@ -82,9 +85,9 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
     init, init_jitter
         Where the chains start: a dict of named values in the model's own (constrained)
         space, ``{"tau": 2.0}`` (`adaptmc.targets.initial`), or in the unconstrained space
-        (`adaptmc.run.starting_positions`): None (the target's start) or a ``(dim,)``
-        point, each plus ``U(-init_jitter, init_jitter)`` per chain and coordinate; or
-        ``(chains, dim)`` points, used as they are.
+        (`adaptmc.run.starting_positions`): None (the target's start, retried as Stan does if
+        not finite: `adaptmc.run.starts`) or a ``(dim,)`` point, each plus ``U(-init_jitter,
+        init_jitter)`` per chain and coordinate; or ``(chains, dim)`` points, as they are.
     compile_cache
         Keep compiled programs on disk (`adaptmc.compile_cache.use_compile_cache`, as the
         command line does); it takes effect if nothing was compiled before in the process.
@@ -102,9 +105,8 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         recipe=recipe, chains=chains, seed=seed, thin=thin, init_jitter=init_jitter,
         output_dir=output_dir, force=force, progress=progress, compile_cache=compile_cache,
         float32=float32, model_kwargs=model_kwargs, init=init), options)
-    chains, seed, thin, init_jitter, init = (checked[k] for k in (
-        "chains", "seed", "thin", "init_jitter", "init"))
-    options = checked["options"]
+    chains, seed, thin, init_jitter, init, options = (checked[k] for k in (
+        "chains", "seed", "thin", "init_jitter", "init", "options"))
     _before_any_work(compile_cache, output_dir, force, float32)
     with telling_target_errors(), one_chain_quiet(chains):
         made = in_precision(_make_target(target, model_args, model_kwargs, data), float32)
@@ -113,10 +115,11 @@ def sample(target: Any, *model_args, recipe: str = DEFAULT_RECIPE, chains: int =
         made, options, heldout_record = predictive_options(made, options, heldout, seed)
         init = _named_init(made, init)
         plan = build(recipe, made, seed=seed, **options)
-        starts = None if init is None and init_jitter == 0.5 else \
-            np.asarray(starting_positions(made, chains, seed, init, init_jitter, check=False))
+        starts = None if init is None else np.asarray(
+            starting_positions(made, chains, seed, init, init_jitter, check=False))
         result = run_plan(made, plan, chains=chains, seed=seed, initial_positions=starts,
-                          output_dir=output_dir, force=force, thin=thin, progress=progress)
+                          output_dir=output_dir, force=force, thin=thin, progress=progress,
+                          init_jitter=init_jitter)  # None: the run's own starts
         return _reported(result.idata, plan.name, heldout_record, progress)
 
 

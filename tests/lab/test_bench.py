@@ -53,6 +53,27 @@ def test_evaluate_exact_draws_are_accurate():
     assert result["max_rhat"] < 1.01
 
 
+def test_a_quantity_constant_in_every_draw_is_left_out_of_the_ess():
+    """A structural constant (a Cholesky factor's zero, a unit diagonal up to rounding: one
+    value in every draw of every chain) has no ESS: the min is the moving quantities';
+    chains stuck at their different starts still get ESS 0."""
+    from adaptmc.diagnostics import robust_ess
+    from adaptmc.targets import make_target
+
+    target = make_target(lambda x: -0.5 * (x @ x), np.zeros(3), check=False)
+    rng = np.random.default_rng(4)
+    draws = rng.standard_normal((4, 2000, 3))
+    draws[..., 1] = 0.0
+    draws[..., 2] = 1.0 + 1e-15 * rng.standard_normal((4, 2000))  # 1 up to rounding
+    fixed = bench.evaluate(target, bench.SamplerOutput(draws, 100, 8000, 1.0, 0.5, 0, {}))
+    assert fixed["num_constant"] == 2
+    assert fixed["min_ess"] == pytest.approx(robust_ess(draws[..., :1]).min())
+    assert fixed["min_ess"] > 4000
+    draws[..., 1] = np.arange(4)[:, None]  # every chain stuck where it started
+    stuck = bench.evaluate(target, bench.SamplerOutput(draws, 100, 8000, 1.0, 0.5, 0, {}))
+    assert stuck["num_constant"] == 1 and stuck["min_ess"] == 0.0
+
+
 def test_evaluate_posteriordb_uses_reference_names():
     target = get_target(TINY_TARGET)
     draws = np.zeros((2, 10, target.dim))
@@ -416,3 +437,42 @@ def test_a_cached_cell_is_reused_only_under_the_rows_options(tmp_path, monkeypat
                                 if k != "sampler_options"}))
     done, todo = distributed._cached_cells(cells, config, tmp_path, False, lambda s: None)
     assert list(done) == [cells[1].key] and todo == [cells[0]]
+
+
+@pytest.mark.parametrize("row", ["adaptmc-adaptive-hmc", "nutpie-low-rank"])
+def test_a_rows_starts_are_retried_where_not_finite_and_their_gradients_counted(row):
+    """On a target with log density -inf for ``x[0] > 1``, where two of seed 0's default
+    starts lie, both rows start from the row's retried starts (`bench_starts`) and count
+    every evaluation: the adaptmc run its own, nutpie its calls and the retries."""
+    import jax
+    import jax.numpy as jnp
+
+    from adaptmc.targets import make_target
+    from adaptmc_lab.bench.config import bench_starts
+    from adaptmc_lab.bench.samplers import SAMPLERS
+
+    if row.startswith("nutpie"):
+        pytest.importorskip("nutpie")
+    count = [0]
+
+    def add(_):
+        count[0] += 1
+
+    def logdensity(x):
+        jax.debug.callback(add, x)
+        return jnp.where(x[0] > 1.0, -jnp.inf, -0.5 * jnp.sum(x**2))
+
+    target = make_target(logdensity, jnp.full(3, 0.7), name="walled-3d", check=False)
+    config = bench.BenchConfig(num_chains=4, num_warmup=100, num_samples=60)
+    made = bench_starts(target, 0, config.num_chains, config.init_jitter)
+    assert sum(made.retries) > 0 and np.all(np.asarray(made.positions)[:, 0] <= 1.0)
+    count[0] = 0
+    output = SAMPLERS[row](target, 0, config)
+    jax.effects_barrier()
+    assert np.all(output.positions[..., 0] <= 1.0)
+    counted = output.warmup_grads + output.sampling_grads
+    if row.startswith("nutpie"):  # its counter's calls (not the one compiling the gradient,
+        # nor the starts made here), charged the retries
+        assert counted == count[0] - made.evaluations - 1 + sum(made.retries)
+    else:
+        assert counted == count[0]

@@ -89,6 +89,24 @@ def test_nutpie_refuses_starts_of_the_wrong_shape():
         nutpie_pyfunc(gaussian(np.zeros(2), 1.0), 0, initial_positions=np.zeros((4, 3)))
 
 
+def test_a_start_nutpie_refuses_is_a_clear_error_not_an_index_error():
+    """nutpie asks for another start where a given one's log density is -inf; the adapter
+    has one per chain and says which it refused (it raised IndexError: kronecker_gp)."""
+    import jax.numpy as jnp
+
+    pytest.importorskip("nutpie")
+    from adaptmc.targets.base import make_target
+    from adaptmc_lab.baselines.nutpie import nutpie_pyfunc
+
+    target = make_target(lambda x: jnp.where(x[0] > 1.0, -jnp.inf, -0.5 * jnp.sum(x**2)),
+                         jnp.zeros(2), check=False)
+    starts = np.array([[0.5, 0.3], [1.5, 0.2], [-0.4, 0.1], [0.2, -0.7]])
+    with pytest.raises(ValueError, match=r"nutpie refused a start .*; chain 1: log density "
+                                         r"-inf$"):
+        nutpie_pyfunc(target, 0, num_chains=4, num_warmup=50, num_draws=50,
+                      initial_positions=starts)
+
+
 @pytest.mark.parametrize("row", ["nutpie-diag", "nutpie-low-rank"])
 def test_the_bench_rows_run_nutpie_on_any_target_and_count_its_gradients(row):
     """The bench's nutpie rows on a target without a PyMC twin (a posteriordb translation):

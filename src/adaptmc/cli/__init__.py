@@ -108,7 +108,8 @@ def _sample(args, target, options: dict, resume: bool) -> int:
             plan, chains=args.chains, seed=args.seed, initial_positions=starts,
             output_dir=args.out, force=args.force, resume=resume,
             checkpoint_every=args.checkpoint_every, thin=args.thin,
-            progress=not args.no_progress, config={"cli": vars(args)})).idata
+            progress=not args.no_progress, config={"cli": vars(args)},
+            init_jitter=getattr(args, "init_jitter", 0.5))).idata
     paths = write_outputs(idata, args.out, plan)
     print("plots: " + ", ".join(path.name for path in paths))
     print(f"\nrun folder: {args.out} (draws.nc, summary.txt, config.json)")
@@ -129,7 +130,7 @@ def _check_precision(args, target) -> None:
 
 
 def _starts(args, target):
-    """The chains' starts from ``--init`` and ``--init-jitter`` (None: the run's default).
+    """The chains' starts from ``--init`` and ``--init-jitter`` (None: the run's own).
     The point's values are recorded in the run's config (``init_values``), so a resumed run
     starts its warm-up from the same numbers even if the file changed."""
     import numpy as np
@@ -142,7 +143,7 @@ def _starts(args, target):
         values = values if isinstance(values, dict) else values.tolist()
     jitter = getattr(args, "init_jitter", 0.5)
     args.init_values = values
-    if values is None and jitter == 0.5:
+    if values is None:  # the run's own starts, jittered by ``jitter`` (retried if not finite)
         return None
     if isinstance(values, dict):  # named constrained values (a .json object)
         from adaptmc.targets.initial import unconstrained_point

@@ -35,10 +35,11 @@ from adaptmc.run import checks, faults, store
 from adaptmc.run.compile_clock import census, compile_events, compile_seconds
 from adaptmc.run.idata import describe_tuning, to_inference_data
 from adaptmc.run.lock import owning
-from adaptmc.run.loop import initial_positions_checked
+from adaptmc.run.loop import default_starts, initial_positions_checked
 from adaptmc.run.nuts_stage import NutsSample, choose_sampler
 from adaptmc.run.plan import Plan, RunOptions, as_plan, run_keys, run_start
 from adaptmc.run.resume import load_warmup, start_super_transitions, write_warmup
+from adaptmc.run.starts import finite_starts
 from adaptmc.run.transitions import (
     RECORD_FIELDS,
     Folder,
@@ -59,7 +60,8 @@ class RunResult:
     warmup_sample_stats and tuning; num_grads: gradient evaluations over all chains,
     initial points, warm-up, tuning and the run's checks included (its attr
     ``check_grads``: each chain's start checked before and after a warm-up, and the run
-    folder's fingerprint, one point each); output_dir: the run folder (or None);
+    folder's fingerprint, one point each, and the retries of a start not finite,
+    `adaptmc.run.starts`); output_dir: the run folder (or None);
     states: every chain's kernel state where the run stopped; params: the kernel's
     ``Params`` of the last super-transition (the frozen setting once adaptation stopped).
     A later run continues the chains exactly with ``initial_states=states``.
@@ -112,7 +114,8 @@ class Context:
         self.starts, self.initial_states = options.initial_positions, options.initial_states
         default = plan.warmup is not None and self.initial_states is None and self.starts is None
         # the run's keys and its default starts (`default_positions`') in one program
-        self.keys, starts = run_start(seed, target.initial_position, options.num_chains, 0.5) \
+        self.keys, starts = run_start(seed, target.initial_position, options.num_chains,
+                                      options.init_jitter) \
             if default else (run_keys(seed, None), self.starts)
         self.key_init, self.key_run = self.keys["init"], self.keys["run"]
         self.thin = plan.thin if options.thin is None else options.thin
@@ -126,9 +129,7 @@ class Context:
         if plan.warmup is None:
             self.starts = self._check_plan(after_warmup=self.prior_grads > 0)
         elif self.initial_states is None:
-            self.starts = initial_positions_checked(target, options.num_chains, starts,
-                                                    options.init_jitter, None)
-            self.check_grads += options.num_chains
+            self.starts = self._checked_starts(self.starts, starts)
         checks.check_run_args(target, plan.kernel, plan.params, plan.tuner,
                               plan.num_super_transitions, plan.gradient_budget,
                               options.num_chains, plan.num_warmup, options.checkpoint_every, 1)
@@ -199,10 +200,29 @@ class Context:
         starting positions."""
         plan, options = self.plan, self.options
         _check_everything(self.target, plan, options, self.thin)
+        if self.starts is None and self.initial_states is None:
+            return self._checked_starts(None)
         starts = _starts(self.target, options.num_chains, self.starts, self.initial_states,
                          options.init_jitter, self.key_init, after_warmup)
         self.check_grads += options.num_chains
         return starts
+
+    def _checked_starts(self, given, jittered=None):
+        """The starts ``given`` checked (one `ValueError` where one is not finite), or, None,
+        the run's own (`adaptmc.run.loop.default_starts`, from its ``jittered`` first points
+        when made already: retried as Stan does, each point evaluated counted; the retries
+        in the ``start_retries`` attr when there were any)."""
+        chains = self.options.num_chains
+        if given is not None:
+            self.check_grads += chains
+            return initial_positions_checked(self.target, chains, given,
+                                             self.options.init_jitter, None)
+        made = default_starts(self.target, chains, self.key_init, self.options.init_jitter) \
+            if jittered is None else finite_starts(self.target, jittered, self.key_init)
+        self.check_grads += made.evaluations
+        if any(made.retries):
+            self.attrs["start_retries"] = json.dumps(list(made.retries))
+        return made.positions
 
     def stopping(self, stage) -> bool:
         """Whether ``stop_after`` blocks ran in this call (then the run stops as if

@@ -19,6 +19,7 @@ import numpy as np
 
 from adaptmc.kernels.base import Kernel
 from adaptmc.run.plan import jittered, run_keys, run_start
+from adaptmc.run.starts import Starts, finite_starts
 from adaptmc.targets.base import QUICK_COMPILE, Target, check_position, compiled
 
 STEP_FIELDS = ("acceptance_rate", "accepted", "is_divergent", "energy_error", "num_grads",
@@ -168,11 +169,24 @@ def default_positions(target: Target, num_chains: int, seed: int,
                       init_jitter: float = 0.5, check: bool = True) -> jax.Array:
     """The starting points `run` draws when given none: the target's initial position plus
     ``U(-init_jitter, init_jitter)`` per coordinate, from the run's key; ``check``: each
-    checked (one gradient per chain), else left to the run that starts from them."""
-    starts = run_start(seed, target.initial_position, num_chains, init_jitter)[1]
+    evaluated (one gradient per chain) and, where not finite, retried as Stan does
+    (`adaptmc.run.starts.finite_starts`), else left to the run that starts from them."""
+    keys, starts = run_start(seed, target.initial_position, num_chains, init_jitter)
     if not check:
         return starts
-    return initial_positions_checked(target, num_chains, starts, init_jitter, None)
+    return finite_starts(target, starts, keys["init"]).positions
+
+
+def default_starts(target: Target, num_chains: int, key_init, init_jitter: float = 0.5,
+                   what: str = "initial position") -> Starts:
+    """The run's own starts under its ``"init"`` key: the target's initial position plus
+    ``U(-init_jitter, init_jitter)``, each chain's retried where its log density or gradient
+    is not finite (`adaptmc.run.starts.finite_starts`), with the points evaluated."""
+    init_jitter = float(init_jitter)
+    if not (np.isfinite(init_jitter) and init_jitter >= 0):
+        raise ValueError(f"init_jitter must be a finite number >= 0, got {init_jitter}")
+    first = _jittered(key_init, target.initial_position, num_chains, init_jitter)
+    return finite_starts(target, first, key_init, what)
 
 
 def starting_positions(target: Target, num_chains: int, seed: int, init=None,
@@ -182,7 +196,8 @@ def starting_positions(target: Target, num_chains: int, seed: int, init=None,
     init_jitter)`` per chain and coordinate from the run's key (``init_jitter = 0``: every
     chain at the point); or ``(num_chains, dim)`` points, taken as they are. Checked:
     shapes, ``init_jitter >= 0`` and, if ``check`` (one gradient per chain; `run` checks
-    the starts it is given again), a finite log density and gradient at every start."""
+    the starts it is given again), a finite log density and gradient at every start (the
+    target's own start, ``init`` None, retried where not, `default_starts`)."""
     init_jitter = float(init_jitter)
     if not (np.isfinite(init_jitter) and init_jitter >= 0):
         raise ValueError(f"init_jitter must be a finite number >= 0, got {init_jitter}")
@@ -206,10 +221,11 @@ def starting_positions(target: Target, num_chains: int, seed: int, init=None,
 def initial_positions_checked(target: Target, num_chains: int, initial_positions,
                               init_jitter: float, key,
                               what: str = "initial position") -> jax.Array:
-    """``(num_chains, dim)`` starting points, checked finite with finite gradients;
+    """``(num_chains, dim)`` starting points, checked finite with finite gradients (one
+    `ValueError` where one is not: never replaced); None: the run's own, `default_starts`.
     ``what`` names them in an error (the positions a warm-up ended at are not the starts)."""
     if initial_positions is None:
-        initial_positions = _jittered(key, target.initial_position, num_chains, init_jitter)
+        return default_starts(target, num_chains, key, init_jitter, what).positions
     initial_positions = jnp.asarray(initial_positions, dtype=target.initial_position.dtype)
     if initial_positions.shape != (num_chains, target.dim):
         raise ValueError(

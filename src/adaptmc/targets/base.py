@@ -221,6 +221,14 @@ def compiled_logdensity_and_grad(target: Target) -> Callable[[Array], tuple[Arra
 def check_position(target: Target, position: Array, what: str = "position") -> None:
     """Raise `ValueError` unless ``position`` has shape ``(dim,)`` and a finite log density
     and gradient there."""
+    value, grad = evaluate_position(target, position, what)
+    check_finite(target, value, grad, what)
+
+
+def evaluate_position(target: Target, position: Array,
+                      what: str = "position") -> tuple[np.ndarray, np.ndarray]:
+    """The log density and gradient at ``position`` (one evaluation), on the host;
+    `ValueError` unless ``position`` has shape ``(dim,)`` and the log density is a scalar."""
     # a host array as it is: `jnp.asarray` of one compiles a program per shape
     position = position if isinstance(position, jax.Array) else np.asarray(position)
     if position.shape != (target.dim,):
@@ -237,7 +245,18 @@ def check_position(target: Target, position: Array, what: str = "position") -> N
             f"log density of target {target.name!r} must return a scalar, got shape "
             f"{jnp.shape(value)}"
         )
-    value, grad = np.asarray(value), np.asarray(grad)  # checked on the host: no compilation
+    return np.asarray(value), np.asarray(grad)  # checked on the host: no compilation
+
+
+def is_finite(value: np.ndarray, grad: np.ndarray) -> bool:
+    """Whether a log density and its gradient are finite (a chain may start there)."""
+    return bool(np.isfinite(value)) and bool(np.all(np.isfinite(grad)))
+
+
+def check_finite(target: Target, value: np.ndarray, grad: np.ndarray,
+                 what: str = "position") -> None:
+    """Raise `ValueError` naming ``what`` unless the log density ``value`` and ``grad``,
+    evaluated there, are finite."""
     if not bool(np.isfinite(value)):
         raise ValueError(
             f"log density of target {target.name!r} is {float(value)} at the {what}; "

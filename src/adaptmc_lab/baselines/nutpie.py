@@ -138,13 +138,23 @@ def nutpie_pyfunc(target, seed: int, *, num_chains: int = 4, num_warmup: int = 1
     def make_expand(seed1, seed2, chain):
         return lambda x: {"x": np.asarray(x, dtype=np.float64).copy()}
 
+    def initial_point(_seed):
+        index = counter.start()
+        if index >= len(starts):  # nutpie refused a start and asks for another
+            raise ValueError("nutpie asked for another start; each chain has one")
+        return starts[index]
+
     model = from_pyfunc(target.dim, make_logp, make_expand, [np.dtype("float64")],
-                        [(target.dim,)], ["x"],
-                        make_initial_point_fn=lambda _seed: starts[counter.start()])
+                        [(target.dim,)], ["x"], make_initial_point_fn=initial_point)
     tick = time.perf_counter()
-    trace = nutpie.sample(model, draws=num_draws, tune=num_warmup, chains=num_chains,
-                          seed=int(seed), cores=cores or num_chains, progress_bar=False,
-                          low_rank_modified_mass_matrix=low_rank, **settings)
+    try:
+        trace = nutpie.sample(model, draws=num_draws, tune=num_warmup, chains=num_chains,
+                              seed=int(seed), cores=cores or num_chains, progress_bar=False,
+                              low_rank_modified_mass_matrix=low_rank, **settings)
+    except RuntimeError:
+        if counter.started <= len(starts):
+            raise
+        raise ValueError(_refusal(value_and_grad, starts)) from None
     wall_s = time.perf_counter() - tick
     positions = np.asarray(trace.posterior["x"].values, dtype=float)
     kept = int(np.asarray(trace.sample_stats["n_steps"].values).sum())
@@ -166,6 +176,23 @@ class _Counter:
         with self.lock:
             index, self.started = self.started, self.started + 1
         return index
+
+
+def _refusal(value_and_grad, starts: np.ndarray) -> str:
+    """Why nutpie asked for more starts than the chains have: the starts it refuses (a log
+    density or gradient not finite, or a gradient coordinate exactly 0)."""
+    reasons = []
+    for chain, start in enumerate(starts):
+        value, grad = (np.asarray(a, dtype=float) for a in value_and_grad(start))
+        if not np.isfinite(value):
+            reasons.append(f"chain {chain}: log density {float(value)}")
+        elif not np.all(np.isfinite(grad)):
+            reasons.append(f"chain {chain}: gradient not finite")
+        elif np.any(grad == 0):
+            reasons.append(f"chain {chain}: gradient coordinate {int(np.argmin(grad != 0))} is 0")
+    return ("nutpie refused a start it was given and asked for another, and every chain has "
+            "one (the starts every sampler of the row gets); " + ("; ".join(reasons) or
+            "each start is finite with no zero gradient coordinate here"))
 
 
 def _starts(target, num_chains: int, initial_positions) -> np.ndarray:

@@ -25,7 +25,8 @@ class BenchConfig:
         as many NUTS transitions and samples about as many draws' worth of gradients
         (`adaptmc_lab.bench.samplers.recipe_options`); the other recipes keep their defaults.
     init_jitter
-        Starts are the target's initial position plus ``U(-init_jitter, init_jitter)``.
+        Starts are the target's initial position plus ``U(-init_jitter, init_jitter)``
+        (a chain's retried as Stan does where not finite, `bench_starts`).
     """
 
     num_chains: int = 4
@@ -74,12 +75,20 @@ def make_cells(targets: list[str], samplers: list[str], num_seeds: int) -> list[
 
 
 def initial_positions(target, seed: int, num_chains: int, jitter: float) -> np.ndarray:
-    """``(num_chains, dim)``: the starts `adaptmc.run.run` draws for ``seed`` (the target's
-    start plus ``U(-jitter, jitter)``), so a bench row starts where ``adaptmc sample --seed``
-    does; not evaluated here (an adaptmc row's run checks them and counts it)."""
-    from adaptmc.run import default_positions
+    """``(num_chains, dim)``: the starts `adaptmc.run.run` draws for ``seed`` (`bench_starts`),
+    so a bench row starts where ``adaptmc sample --seed`` does."""
+    return np.asarray(bench_starts(target, seed, num_chains, jitter).positions)
 
-    return np.asarray(default_positions(target, num_chains, seed, jitter, check=False))
+
+def bench_starts(target, seed: int, num_chains: int, jitter: float):
+    """The starts every sampler of a row gets, those `adaptmc.run.run` makes for ``seed``
+    (`adaptmc.run.loop.default_starts`: the target's start plus ``U(-jitter, jitter)``, a
+    chain's retried as Stan does where its log density or gradient is not finite), with
+    the points evaluated and each chain's retries."""
+    from adaptmc.run import run_keys
+    from adaptmc.run.loop import default_starts
+
+    return default_starts(target, num_chains, run_keys(seed, "init"), jitter)
 
 
 DEFAULT_SAMPLERS = ("adaptmc-adaptive-hmc", "adaptmc-gadmala", "blackjax-nuts")

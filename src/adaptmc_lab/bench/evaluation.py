@@ -1,7 +1,8 @@
 """A cell's numbers from a sampler's output.
 
 `evaluate`: min and median bulk-ESS (Vehtari et al. 2021) of the reference quantities
-(`adaptmc_lab.bench.quantities`), min ESS per 1000 gradients (tuning included) and per second,
+(`adaptmc_lab.bench.quantities`; those constant in every draw of every chain left out,
+`structural_constants`), min ESS per 1000 gradients (tuning included) and per second,
 max R-hat, divergences, and the accuracy against the reference (`adaptmc_lab.bench.references`):
 the largest ``|mean - reference mean| / reference sd`` and the largest error in MCSE units
 (``sqrt(mcse^2 + reference mcse^2)``). `compute_cell` runs one cell from scratch.
@@ -35,24 +36,37 @@ def _ess_rhat_mcse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return ess, rhat, mcse
 
 
+def structural_constants(values: np.ndarray) -> np.ndarray:
+    """``values: (chains, draws, k) -> (k,)``: the quantities that take one value in every
+    draw of every chain, up to rounding (``1e-12`` relative: a Cholesky factor's zeros, a
+    correlation matrix's unit diagonal computed as ``L L^T``), which have no ESS to measure
+    (rounding's is noise); left out of the ESS. A sampler that never moves is not credited:
+    its chains, from different starts, hold different values (ESS 0)."""
+    flat = values.reshape(-1, values.shape[-1])
+    return np.all(np.abs(flat - flat[:1]) <= 1e-12 * np.abs(flat[:1]), axis=0)
+
+
 def evaluate(target, output: SamplerOutput) -> dict:
     """The cell's numbers from a sampler's output (see the module docstring)."""
     names, values = quantities(target, output.positions)
     finite = bool(np.all(np.isfinite(values)))
     values = np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)
     ess, rhat, mcse = _ess_rhat_mcse(values)
+    fixed = structural_constants(values)
+    moving = ess[~fixed] if not fixed.all() else np.zeros(1)
     total_grads = output.warmup_grads + output.sampling_grads
-    min_ess = float(np.min(ess))
+    min_ess = float(np.min(moving))
     out = {
         "dim": int(target.dim),
         "num_quantities": len(names),
+        "num_constant": int(fixed.sum()),
         "warmup_grads": int(output.warmup_grads),
         "sampling_grads": int(output.sampling_grads),
         "wall_s": float(output.wall_s),
         "compile_s": float(output.compile_s),
         "host_s": float(output.host_s),
         "min_ess": min_ess,
-        "median_ess": float(np.median(ess)),
+        "median_ess": float(np.median(moving)),
         "min_ess_per_1k_grads": 1000.0 * min_ess / max(total_grads, 1),
         "min_ess_per_1k_sampling_grads": 1000.0 * min_ess / max(output.sampling_grads, 1),
         # per second of the time a user waits: compilation, warm-up and tuning included

@@ -7,7 +7,9 @@ exactly as ``adaptmc sample --recipe NAME`` does with the options of `recipe_opt
 row ``adaptmc-adaptive-hmc`` of seed ``s`` makes the draws of ``adaptmc sample --recipe
 adaptive-hmc --seed s --warmup-steps W --draws D``, tested); NUTS is `adaptmc_lab.baselines.nuts`
 (BlackJAX) or `adaptmc_lab.baselines.numpyro_nuts`. Every sampler of a row starts from the same
-positions, the run's own default starts (`adaptmc.run.default_positions`).
+positions, the run's own default starts (`adaptmc_lab.bench.config.bench_starts`: retried as
+Stan does where not finite): an adaptmc row's run makes and counts them; the others are given
+them and charged the retries (the points tried beyond one per chain) as warm-up gradients.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from adaptmc_lab.bench.config import BenchConfig, SamplerOutput, initial_positions
+from adaptmc_lab.bench.config import BenchConfig, SamplerOutput, bench_starts
 from adaptmc_lab.bench.quantities import run_positions
 
 RECIPE_ROWS: dict[str, tuple[str, dict]] = {
@@ -77,11 +79,11 @@ def recipe_sampler(row: str) -> Callable[[Any, int, BenchConfig], SamplerOutput]
         from adaptmc.api import run_plan
         from adaptmc.recipes import build
 
-        starts = initial_positions(target, seed, config.num_chains, config.init_jitter)
         tick = time.perf_counter()
         plan = build(recipe, target, seed=seed, **recipe_options(recipe, config), **extra)
+        # the run's own starts, the row's (`bench_starts`), retries counted in its record
         result = run_plan(target, plan, chains=config.num_chains, seed=seed,
-                          initial_positions=starts, progress=False)
+                          init_jitter=config.init_jitter, progress=False)
         wall = time.perf_counter() - tick
         stats = result.idata.sample_stats
         sampling_grads = int(stats["n_grad_evals"].values.sum())
@@ -131,16 +133,24 @@ def blackjax_nuts(target, seed: int, config: BenchConfig) -> SamplerOutput:
     step."""
     from adaptmc_lab.baselines import nuts
 
-    starts = initial_positions(target, seed, config.num_chains, config.init_jitter)
+    starts, retries = _given_starts(target, seed, config)
     result = nuts(target, seed, num_chains=config.num_chains, num_warmup=config.num_warmup,
                   num_draws=config.num_samples, initial_positions=starts)
-    return _nuts_output(result, {"step_size": float(np.mean(result.step_size))})
+    return _nuts_output(result, {"step_size": float(np.mean(result.step_size))}, retries)
 
 
-def _nuts_output(result, params: dict) -> SamplerOutput:
+def _given_starts(target, seed: int, config: BenchConfig) -> tuple[np.ndarray, int]:
+    """The row's starts (`bench_starts`) for a sampler they are given to, and the retries
+    it is charged: the points evaluated beyond one per chain (which it evaluates itself)."""
+    made = bench_starts(target, seed, config.num_chains, config.init_jitter)
+    return np.asarray(made.positions), int(sum(made.retries))
+
+
+def _nuts_output(result, params: dict, retries: int) -> SamplerOutput:
     """A `adaptmc_lab.baselines.NutsResult` as a bench row's output (warm-up gradients, the
-    initial ones included, summed over chains; divergences after warm-up)."""
-    return SamplerOutput(result.positions, int(np.sum(result.warmup_grads)),
+    initial ones and the starts' ``retries`` included, summed over chains; divergences
+    after warm-up)."""
+    return SamplerOutput(result.positions, int(np.sum(result.warmup_grads)) + retries,
                          result.sampling_grads, result.wall_s, result.compile_s,
                          int(np.sum(result.divergent)), params)
 
@@ -151,11 +161,11 @@ def numpyro_nuts(target, seed: int, config: BenchConfig) -> SamplerOutput:
     compilation."""
     from adaptmc_lab.baselines import numpyro_nuts as run_numpyro
 
-    starts = initial_positions(target, seed, config.num_chains, config.init_jitter)
+    starts, retries = _given_starts(target, seed, config)
     result = run_numpyro(target, seed, num_chains=config.num_chains,
                          num_warmup=config.num_warmup, num_draws=config.num_samples,
                          initial_positions=starts)
-    return _nuts_output(result, {})
+    return _nuts_output(result, {}, retries)
 
 
 def nutpie(target, seed: int, config: BenchConfig) -> SamplerOutput:
@@ -164,11 +174,11 @@ def nutpie(target, seed: int, config: BenchConfig) -> SamplerOutput:
     ``compile_s`` is its PyMC-to-numba compilation; chains run in nutpie's threads."""
     from adaptmc_lab.baselines.nutpie import nutpie_nuts
 
-    starts = initial_positions(target, seed, config.num_chains, config.init_jitter)
+    starts, retries = _given_starts(target, seed, config)
     result = nutpie_nuts(target, seed, num_chains=config.num_chains,
                          num_warmup=config.num_warmup, num_draws=config.num_samples,
                          initial_positions=starts)
-    return _nuts_output(result, {"step_size": float(np.mean(result.step_size))})
+    return _nuts_output(result, {"step_size": float(np.mean(result.step_size))}, retries)
 
 
 def nutpie_on_target(low_rank: bool) -> Callable[[Any, int, BenchConfig], SamplerOutput]:
@@ -180,13 +190,14 @@ def nutpie_on_target(low_rank: bool) -> Callable[[Any, int, BenchConfig], Sample
     def sampler(target, seed: int, config: BenchConfig) -> SamplerOutput:
         from adaptmc_lab.baselines.nutpie import nutpie_pyfunc
 
-        starts = initial_positions(target, seed, config.num_chains, config.init_jitter)
+        starts, retries = _given_starts(target, seed, config)
         run = nutpie_pyfunc(target, seed, num_chains=config.num_chains,
                             num_warmup=config.num_warmup, num_draws=config.num_samples,
                             initial_positions=starts, low_rank=low_rank)
         stats = run.idata.sample_stats
         divergent = int(np.sum(stats["diverging"])) if "diverging" in stats else 0
-        return SamplerOutput(run.positions, run.warmup_grads, run.num_grads - run.warmup_grads,
+        return SamplerOutput(run.positions, run.warmup_grads + retries,
+                             run.num_grads - run.warmup_grads,
                              run.wall_s, run.compile_s, divergent, {})
 
     return sampler
