@@ -125,3 +125,20 @@ def test_a_run_from_retried_starts_resumes_to_the_same_draws(tmp_path):
     np.testing.assert_array_equal(resumed.idata.posterior["x"].values,
                                   whole.idata.posterior["x"].values)
     assert resumed.num_grads == whole.num_grads
+
+
+@pytest.mark.parametrize("jitter", [-1.0, float("nan"), float("inf")])
+def test_a_bad_jitter_of_the_runs_own_starts_is_one_error_before_anything_runs(jitter,
+                                                                               tmp_path):
+    """The run's own starts use ``init_jitter`` (the warm-up's path too): a negative or
+    non-finite one is refused in one line, nothing written."""
+    from adaptmc.api import run_plan
+    from adaptmc.recipes import build
+    from adaptmc.targets import get_target
+
+    target = get_target("std-normal-10d")
+    plan = build("adaptive-hmc", target, warmup_steps=150, draws=10)
+    with pytest.raises(ValueError, match="init_jitter must be a finite number >= 0"):
+        run_plan(target, plan, chains=2, seed=0, init_jitter=jitter, progress=False,
+                 output_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -35,7 +35,7 @@ from adaptmc.run import checks, faults, store
 from adaptmc.run.compile_clock import census, compile_events, compile_seconds
 from adaptmc.run.idata import describe_tuning, to_inference_data
 from adaptmc.run.lock import owning
-from adaptmc.run.loop import default_starts, initial_positions_checked
+from adaptmc.run.loop import checked_jitter, default_starts, initial_positions_checked
 from adaptmc.run.nuts_stage import NutsSample, choose_sampler
 from adaptmc.run.plan import Plan, RunOptions, as_plan, run_keys, run_start
 from adaptmc.run.resume import load_warmup, start_super_transitions, write_warmup
@@ -115,7 +115,7 @@ class Context:
         default = plan.warmup is not None and self.initial_states is None and self.starts is None
         # the run's keys and its default starts (`default_positions`') in one program
         self.keys, starts = run_start(seed, target.initial_position, options.num_chains,
-                                      options.init_jitter) \
+                                      checked_jitter(options.init_jitter)) \
             if default else (run_keys(seed, None), self.starts)
         self.key_init, self.key_run = self.keys["init"], self.keys["run"]
         self.thin = plan.thin if options.thin is None else options.thin

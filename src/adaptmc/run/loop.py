@@ -171,10 +171,19 @@ def default_positions(target: Target, num_chains: int, seed: int,
     ``U(-init_jitter, init_jitter)`` per coordinate, from the run's key; ``check``: each
     evaluated (one gradient per chain) and, where not finite, retried as Stan does
     (`adaptmc.run.starts.finite_starts`), else left to the run that starts from them."""
-    keys, starts = run_start(seed, target.initial_position, num_chains, init_jitter)
+    keys, starts = run_start(seed, target.initial_position, num_chains,
+                             checked_jitter(init_jitter))
     if not check:
         return starts
     return finite_starts(target, starts, keys["init"]).positions
+
+
+def checked_jitter(init_jitter) -> float:
+    """``init_jitter`` as a float; one `ValueError` unless it is a finite number >= 0."""
+    value = float(init_jitter)
+    if not (np.isfinite(value) and value >= 0):
+        raise ValueError(f"init_jitter must be a finite number >= 0, got {init_jitter}")
+    return value
 
 
 def default_starts(target: Target, num_chains: int, key_init, init_jitter: float = 0.5,
@@ -182,9 +191,7 @@ def default_starts(target: Target, num_chains: int, key_init, init_jitter: float
     """The run's own starts under its ``"init"`` key: the target's initial position plus
     ``U(-init_jitter, init_jitter)``, each chain's retried where its log density or gradient
     is not finite (`adaptmc.run.starts.finite_starts`), with the points evaluated."""
-    init_jitter = float(init_jitter)
-    if not (np.isfinite(init_jitter) and init_jitter >= 0):
-        raise ValueError(f"init_jitter must be a finite number >= 0, got {init_jitter}")
+    init_jitter = checked_jitter(init_jitter)
     first = _jittered(key_init, target.initial_position, num_chains, init_jitter)
     return finite_starts(target, first, key_init, what)
 
@@ -198,9 +205,7 @@ def starting_positions(target: Target, num_chains: int, seed: int, init=None,
     shapes, ``init_jitter >= 0`` and, if ``check`` (one gradient per chain; `run` checks
     the starts it is given again), a finite log density and gradient at every start (the
     target's own start, ``init`` None, retried where not, `default_starts`)."""
-    init_jitter = float(init_jitter)
-    if not (np.isfinite(init_jitter) and init_jitter >= 0):
-        raise ValueError(f"init_jitter must be a finite number >= 0, got {init_jitter}")
+    init_jitter = checked_jitter(init_jitter)
     if init is None:
         return default_positions(target, num_chains, seed, init_jitter, check)
     init = np.asarray(init, dtype=float)
