@@ -122,3 +122,20 @@ def test_a_run_sampling_with_nuts_counts_every_gradient_it_computes():
     assert idata.posterior.sizes["draw"] == 105
     assert count[0] == idata.attrs["total_grad_evals"]
     assert idata.attrs["check_grads"] == START_CHECKS
+
+
+def test_a_thinned_default_run_says_that_untuned_hmc_sampled_in_place_of_nuts():
+    """NUTS blocks do not thin: a default run with ``thin`` > 1 and no tuning samples with
+    the warm-up's HMC setting, and its record and summary say so (never silently)."""
+    import adaptmc
+    from adaptmc.diagnostics import format_summary
+
+    idata = adaptmc.sample("std-normal-10d", chains=2, seed=0, progress=False, draws=100,
+                           warmup_steps=150, thin=2)
+    record = json.loads(idata.attrs["sampler"])
+    assert record["sampler"] == "hmc" and record["thinned"]
+    assert "NUTS, which would have sampled, does not thin" in format_summary(idata)
+    plain = adaptmc.sample("std-normal-10d", chains=2, seed=0, progress=False, draws=100,
+                           warmup_steps=150)
+    assert not json.loads(plain.attrs["sampler"])["thinned"]
+    assert "does not thin" not in format_summary(plain)

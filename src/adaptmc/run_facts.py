@@ -89,8 +89,12 @@ def notes(attrs: dict, num_chains: int) -> list[str]:
     notes = attrs.get("tuning_notes", "[]")
     notes = json.loads(notes) if isinstance(notes, str) else list(notes)
     out = [f"note: {n}" for n in notes]
-    if "sampler" in attrs and _tuned(_sampler(attrs)):
-        out.append(f"note: {sampler_line(attrs['sampler'])}")
+    record = _sampler(attrs)
+    if record is not None and _tuned(record):
+        out.append(f"note: {sampler_line(record)}")
+    elif record is not None and record.get("thinned"):
+        out.append("note: sampled with the warm-up's HMC setting, untuned: NUTS, which "
+                   "would have sampled, does not thin (--thin); --tuning N tunes HMC first")
     if num_chains == 1:
         out.append("note: R-hat needs two chains or more (--chains); it is not computed")
     return out

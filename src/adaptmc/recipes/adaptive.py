@@ -39,11 +39,11 @@
 3. **Sampling**: NUTS under the warm-up's metric and final step
    (`adaptmc.adaptation.nuts_sampling`, `adaptmc.run.nuts_stage`) when there was no tuning
    or its reward beats the tuned setting's (``nuts="choose"``); otherwise the bandit's best
-   setting by posterior mean among the settings it measured
-   that never diverged, frozen; while every setting tried has diverged, the step's range
-   shrinks below the smallest failure (`adaptmc.tuners.moving_box`), so the bandit
-   does not freeze on a setting it never saw work. The draws of the tuning
-   super-transitions are not kept, their gradients are counted.
+   setting by posterior mean among the settings it measured that never diverged, frozen;
+   while every setting tried has diverged, the step's range shrinks below the smallest
+   failure (`adaptmc.tuners.moving_box`), so the bandit does not freeze on a setting it
+   never saw work. The draws of the tuning super-transitions are not kept, their gradients
+   are counted.
 
 The super-transition budget is ``max(20 L_median, 8 L_max)`` gradients, so that every
 setting of the box makes at least eight draws per chain and the typical one twenty; the

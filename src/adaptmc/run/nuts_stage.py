@@ -94,11 +94,12 @@ def frozen_reward(setup: Setup, state: Progress) -> float:
 
 
 def choose_sampler(setup: Setup, state: Progress, arm, force: bool) -> dict:
-    """``{"sampler": "nuts" or "hmc", "nuts_reward", "hmc_reward"}``: NUTS when its
-    reward is the higher (a NaN loses) or ``force``; HMC when draws are thinned."""
+    """``{"sampler": "nuts" or "hmc", "nuts_reward", "hmc_reward", "thinned"}``: NUTS
+    when its reward is the higher (a NaN loses) or ``force``; HMC when draws are thinned
+    (NUTS blocks do not thin; ``thinned`` says so)."""
     nuts = float("nan") if setup.objective is None else \
         nuts_reward(setup.objective, *arm.window)
     hmc = frozen_reward(setup, state)
     wins = force or (np.isfinite(nuts) and not nuts <= hmc)
     return {"sampler": "nuts" if wins and setup.thin == 1 else "hmc",
-            "nuts_reward": nuts, "hmc_reward": hmc}
+            "nuts_reward": nuts, "hmc_reward": hmc, "thinned": bool(wins and setup.thin != 1)}
