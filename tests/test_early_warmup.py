@@ -1,7 +1,6 @@
 """The warm-up that learns the metric early and often (`adaptmc.adaptation.early`) and the
 choice of metric by what it buys (`adaptmc.adaptation.metric_choice`)."""
 
-import dataclasses
 import json
 
 import jax
@@ -96,22 +95,14 @@ def test_an_unknown_gradient_cost_ranks_by_the_condition(unknown):
     assert measured["diag"]["condition"] > 4 * measured["low-rank"]["condition"]
 
 
-def test_a_gradient_xla_cannot_see_is_timed(monkeypatch):
-    """Where XLA's cost analysis says -1 (a foreign function), the gradient's cost is its
-    measured time in operations of this machine: positive, finite, and larger for a
-    costlier gradient."""
-    small = gaussian(np.zeros(2), np.eye(2))
-    heavy = small.logdensity
-
-    def costly(x):  # the same value, after a 600 x 600 matrix product's work
-        m = jnp.outer(jnp.arange(600.0), jnp.arange(600.0)) * x[0] * 0.0
-        return heavy(x) + jnp.sum(m @ m) * 0.0
-
-    large = dataclasses.replace(small, logdensity=costly)
+def test_a_gradient_xla_cannot_see_has_an_unknown_cost(monkeypatch):
+    """Where XLA's cost analysis says -1 (a foreign function: a Stan program's FFI call),
+    the gradient's cost is unknown (NaN), not -1 operations; where it sees the gradient, its
+    count."""
+    target = gaussian(np.zeros(2), np.eye(2))
+    assert metric_choice.grad_flops(target) > 0
     monkeypatch.setattr(jax.stages.Lowered, "cost_analysis", lambda self: {"flops": -1.0})
-    cheap, dear = metric_choice.grad_flops(small), metric_choice.grad_flops(large)
-    assert np.isfinite(cheap) and cheap > 0
-    assert dear > 10 * cheap
+    assert np.isnan(metric_choice.grad_flops(target))
 
 
 @pytest.mark.parametrize("dim", [10, 40])
