@@ -9,12 +9,18 @@ starts in two forms:
   as ``--inverse-mass cov.npy`` would), 30 warm-up super-transitions of dual averaging to
   ``target_accept``, then frozen;
 - ``learned``: the manual recipe's own dense mass warm-up (``adapt_mass="dense"``, 25
-  super-transitions, Stan's doubling windows), then 15 of dual averaging, then frozen.
+  super-transitions, Stan's doubling windows), then 15 of dual averaging, then frozen;
+- ``after-warmup``: the default's own NUTS warm-up (its metric, diagonal, low-rank or dense,
+  and its chains' positions), then 20 super-transitions of 200 gradients of dual averaging
+  (per-step acceptance, a divergent step counting 0) from ``sqrt(d)`` times NUTS's step,
+  then frozen: what MAMS would sample as an arm of the default. Its warm-up and tuning
+  gradients are counted as warm-up.
 
 ESS is the robust min ESS (bench `evaluate`) per 1000 sampling gradients (kept draws only).
 
     PYTHONPATH=src python scripts/mams_check.py pdb-arK-arK [--seed-index 0]
-        [--steps 1 2 3] [--jitter 0.5] [--target-accept 0.7] [--out FILE.jsonl]
+        [--steps 1 2 3] [--jitter 0.5] [--target-accept 0.7]
+        [--forms oracle after-warmup learned] [--out FILE.jsonl]
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import argparse
 import json
 import time
 
+import jax
 import numpy as np
 
 from adaptmc.api import run_plan
@@ -41,11 +48,14 @@ def mams_run(target, seed: int, steps: int, jitter: float, accept: float,
         dict(warmup=40, adapt_until=40, adapt_mass="dense", mass_warmup=25)
     draws = max(1000, 12000 // steps)
     tick = time.perf_counter()
-    plan = build("manual", target, kernel="mams", num_leapfrog=steps, jitter=jitter,
-                 step_size=None if inverse_mass is None else 0.5 * np.sqrt(dim),
-                 inverse_mass=inverse_mass, tuner="dual-averaging", target_accept=accept,
-                 objective=None, budget=max(50, 200 // steps) * steps, draws=draws,
-                 seed=seed, **warm)
+    if isinstance(inverse_mass, str):  # "after-warmup"
+        plan = after_warmup_plan(target, steps, jitter, accept, draws)
+    else:
+        plan = build("manual", target, kernel="mams", num_leapfrog=steps, jitter=jitter,
+                     step_size=None if inverse_mass is None else 0.5 * np.sqrt(dim),
+                     inverse_mass=inverse_mass, tuner="dual-averaging", target_accept=accept,
+                     objective=None, budget=max(50, 200 // steps) * steps, draws=draws,
+                     seed=seed, **warm)
     result = run_plan(target, plan, chains=4, seed=seed, init_jitter=0.5, progress=False)
     wall = time.perf_counter() - tick
     stats = result.idata.sample_stats
@@ -59,7 +69,30 @@ def mams_run(target, seed: int, steps: int, jitter: float, accept: float,
                 step_size=float(np.asarray(tuning["step_size"].values)[-1]),
                 acceptance=float(stats["acceptance_rate"].values.mean()),
                 divergences=out.divergences, rhat=e["max_rhat"], err_sd=e["max_err_sd"],
-                wall_s=wall)
+                warmup=json.loads(result.idata.attrs.get("warmup", "{}")), wall_s=wall)
+
+
+def after_warmup_plan(target, steps: int, jitter: float, accept: float, draws: int):
+    """The default's warm-up (`adaptmc.recipes.adaptive_hmc`'s stage), then MAMS."""
+    from adaptmc.adaptation.early_stage import EarlyWarmupStage
+    from adaptmc.kernels import MAMSParams, mams
+    from adaptmc.run.plan import Plan, Prepared
+    from adaptmc.tuners import dual_averaging_tuner, fixed
+
+    tuning, budget = 20, max(50, 200 // steps) * steps
+    length = tuning + -(-draws * steps // budget)
+
+    def then(warm):
+        step_size = float(np.mean(warm.step_size)) * np.sqrt(target.dim)
+        params = MAMSParams(step_size, steps, warm.inverse_mass, jitter)
+        tuner = dual_averaging_tuner(step_size, target_accept=accept, zero_on_divergence=False)
+        plan = Plan("mams-after-warmup", mams, params, tuner, None, length, budget, tuning,
+                    tuning, draws=draws)
+        return Prepared(plan, warm.positions, warm.num_grads, {"metric": warm.metric})
+
+    return Plan("mams-after-warmup", mams, MAMSParams(num_leapfrog=steps), fixed(), None,
+                length, budget, tuning, tuning, warmup=EarlyWarmupStage(500, "auto", then),
+                draws=draws)
 
 
 def main() -> None:
@@ -69,9 +102,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--jitter", type=float, default=0.5)
     parser.add_argument("--target-accept", type=float, default=0.7)
-    parser.add_argument("--forms", nargs="+", default=["oracle", "learned"])
+    parser.add_argument("--forms", nargs="+", default=["oracle", "after-warmup"])
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    jax.config.update("jax_enable_x64", True)  # as the bench's cells and the command line
     target = get_target(args.target)
     seed = cell_seed(args.target, args.seed_index)
     tick = time.perf_counter()
@@ -87,8 +121,8 @@ def main() -> None:
     cov = np.cov(flat.T).reshape(target.dim, target.dim)
     for form in args.forms:
         for steps in args.steps:
-            row = mams_run(target, seed, steps, args.jitter, args.target_accept,
-                           cov if form == "oracle" else None)
+            metric = {"oracle": cov, "learned": None}.get(form, form)
+            row = mams_run(target, seed, steps, args.jitter, args.target_accept, metric)
             rows.append(dict(target=args.target, seed=seed, sampler=f"mams-{form}",
                              steps=steps, jitter=args.jitter,
                              target_accept=args.target_accept,
