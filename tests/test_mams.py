@@ -141,21 +141,22 @@ def test_chains_recover_moments_of_a_gaussian_and_a_banana():
         assert np.max(np.abs(z_var)) < 4, (target.name, z_var)
 
 
-def _energy_errors(target, inverse_mass, step_size, length, num):
-    """|W| of trajectories of fixed length ``length`` at ``step_size`` from ``num`` fixed
-    exact draws and velocities (no jitter, no M-H)."""
-    steps = int(round(length / step_size))
+def _energy_errors(target, inverse_mass, step_sizes, length, num):
+    """|W| of trajectories of fixed length ``length`` at each of ``step_sizes`` from ``num``
+    fixed exact draws and velocities (no jitter, no M-H); one compiled program."""
     draws = _exact_draws(target, jax.random.key(11), num)
     z = jax.random.normal(jax.random.key(12), draws.shape)
     velocities = z / jnp.linalg.norm(z, axis=1, keepdims=True)
     metric = euclidean_metric(inverse_mass)
 
-    def error(x, v):
+    def error(x, v, step_size, steps):
         state = mams.init(x, target)
         end, kinetic = _trajectory(target, metric, state, v, step_size, steps)
         return state.logdensity - end.logdensity + kinetic
 
-    return np.abs(np.asarray(jax.jit(jax.vmap(error))(draws, velocities)))
+    errors = jax.jit(jax.vmap(error, in_axes=(0, 0, None, None)))
+    return [np.abs(np.asarray(errors(draws, velocities, eps, int(round(length / eps)))))
+            for eps in step_sizes]
 
 
 ORDER_CASES = {
@@ -170,8 +171,7 @@ def test_energy_error_is_second_order_in_the_step_size(case):
     """Velocity Verlet is second order: over a fixed trajectory length the energy error
     falls as eps^2, so halving eps divides it by about 4 (median over 64 trajectories)."""
     target, inverse_mass = ORDER_CASES[case]
-    coarse, fine, finer = (_energy_errors(target, inverse_mass, eps, 2.0, 64)
-                           for eps in (0.2, 0.1, 0.05))
+    coarse, fine, finer = _energy_errors(target, inverse_mass, (0.2, 0.1, 0.05), 2.0, 64)
     for big, small in ((coarse, fine), (fine, finer)):
         order = np.median(np.log2(big / small))
         assert 1.7 < order < 2.3, order
@@ -190,6 +190,28 @@ def test_one_step_costs_num_leapfrog_gradients():
         jax.effects_barrier()
         assert int(info.num_grads) == mams.cost(params) == 7
     assert count[0] == 3 * mams.cost(params)
+
+
+def test_manual_recipe_with_mass_warmup_and_dual_averaging():
+    """By name through the manual recipe, as the command line runs it: the dense mass
+    warm-up and dual averaging (which set ``step_size``, ``num_leapfrog`` and
+    ``inverse_mass``, names MAMS shares with HMC), then frozen; the kept draws keep the
+    target's moments in MCSE units."""
+    from adaptmc.api import run_plan
+    from adaptmc.recipes import build
+
+    plan = build("manual", GAUSS_4D, kernel="mams", num_leapfrog=2, jitter=0.5,
+                 adapt_mass="dense", tuner="dual-averaging", target_accept=0.7,
+                 objective=None, warmup=16, adapt_until=16, mass_warmup=10, budget=100,
+                 draws=500, seed=3)
+    result = run_plan(GAUSS_4D, plan, chains=4, seed=3, progress=False)
+    assert np.shape(result.params.inverse_mass) == (4, 4)
+    assert result.params.num_leapfrog == 2
+    acceptance = float(result.idata.sample_stats["acceptance_rate"].values.mean())
+    assert 0.55 < acceptance < 0.85, acceptance
+    draws = result.idata.posterior["x"].values
+    z_mean, z_var = moment_z_scores(draws, MEAN_4D, np.diag(COV_4D))
+    assert np.max(np.abs(z_mean)) < 4 and np.max(np.abs(z_var)) < 4, (z_mean, z_var)
 
 
 def test_registered_and_declared():

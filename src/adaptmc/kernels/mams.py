@@ -169,7 +169,7 @@ def check_params(params: MAMSParams, dim: int | None = None) -> None:
 
 
 TUNABLES = (
-    Tunable("step_size", bounds=(0.05, 5.0), log=True, label="eps", stat="step_size"),
+    Tunable("step_size", bounds=(0.05, 10.0), log=True, label="eps", stat="step_size"),
     Tunable("num_leapfrog", integer=True, bounds=(1, 100), label="L", stat="n_steps",
             cost_factor=True),
 )
