@@ -69,6 +69,7 @@ def mams_run(target, seed: int, steps: int, jitter: float, accept: float,
                 step_size=float(np.asarray(tuning["step_size"].values)[-1]),
                 acceptance=float(stats["acceptance_rate"].values.mean()),
                 divergences=out.divergences, rhat=e["max_rhat"], err_sd=e["max_err_sd"],
+                err_mcse=e["max_err_mcse"],
                 warmup=json.loads(result.idata.attrs.get("warmup", "{}")), wall_s=wall)
 
 
@@ -114,7 +115,7 @@ def main() -> None:
     rows = [dict(target=args.target, seed=seed, sampler="default", dim=target.dim,
                  ess1k=e["min_ess_per_1k_sampling_grads"], min_ess=e["min_ess"],
                  sampling_grads=default.sampling_grads, rhat=e["max_rhat"],
-                 err_sd=e["max_err_sd"], params=default.params,
+                 err_sd=e["max_err_sd"], err_mcse=e["max_err_mcse"], params=default.params,
                  wall_s=time.perf_counter() - tick)]
     print(json.dumps(rows[-1]), flush=True)
     flat = default.positions.reshape(-1, target.dim)
