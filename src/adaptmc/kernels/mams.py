@@ -10,8 +10,10 @@ the change of the potential ``U = -log p`` plus the kinetic energy change ``Delt
 isokinetic velocity updates accumulate (``(d - 1)`` times a log factor per update; BlackJAX's
 ``esh_dynamics_momentum_update_one_step``, whose closed form we use as it is). The step size
 is jittered per transition, ``eps U(1 - j, 1 + j)`` (Neal 2011, Sec. 5.4.2.2), which
-randomises the trajectory length at a fixed gradient cost (MAMS itself draws the number of
-steps; here it stays fixed so that `cost` is a Python int).
+randomises the trajectory length at a fixed gradient cost (BlackJAX's
+``adjusted_mclmc_dynamic`` draws the number of steps instead; here it stays fixed so that
+`cost` is a Python int). The number of steps is named ``num_leapfrog``, as HMC's, so the
+tuners and the mass warm-up that set HMC's steps set these (velocity Verlet is a leapfrog).
 
 The metric is ours, not BlackJAX's. With ``S`` the square root of the inverse mass that
 `adaptmc.kernels.metrics.euclidean_metric` builds (``S S^T = M^{-1}``: diagonal, dense
