@@ -196,7 +196,7 @@ def test_correlation_breaking_kernel_fails_the_cross_moment_test():
 
 
 ALL_KERNELS = {**KERNELS, "bnn-hmc": bnn_hmc}
-SCALAR_STEP = ("msd", "rmhmc")
+SCALAR_STEP = ("mams", "msd", "rmhmc")
 
 
 @pytest.mark.parametrize("name", sorted(ALL_KERNELS))
@@ -236,7 +236,8 @@ def test_check_params_with_dim_refuses_wrong_shapes(name):
     kernel = ALL_KERNELS[name]
     params = kernel.Params()
     kernel.check_params(params, dim=3)
-    if name in SCALAR_STEP:  # a position-dependent metric scales the step itself
+    if name in SCALAR_STEP:  # a position-dependent metric (or, for mams, the
+        # isokinetic velocity) scales the step itself
         with pytest.raises(ValueError, match="step_size must be a scalar"):
             kernel.check_params(params._replace(step_size=np.full(3, 0.1)), dim=3)
         return

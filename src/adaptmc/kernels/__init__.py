@@ -24,6 +24,7 @@ from adaptmc.kernels.gradient_adaptive import (
 )
 from adaptmc.kernels.hmc import HMCParams, HMCState, hmc
 from adaptmc.kernels.mala import MALAParams, MALAState, mala
+from adaptmc.kernels.mams import MAMSParams, MAMSState, mams
 from adaptmc.kernels.manifold import (
     ManifoldState,
     MSDParams,
@@ -37,7 +38,7 @@ from adaptmc.kernels.metrics import LowRankInverseMass
 from adaptmc.kernels.rwm import RWMParams, RWMState, rwm
 from adaptmc.kernels.step_size_adaptation import AdaptedState, with_step_size_adaptation
 
-KERNELS: dict[str, Kernel] = {"hmc": hmc, "mala": mala, "rwm": rwm}
+KERNELS: dict[str, Kernel] = {"hmc": hmc, "mala": mala, "rwm": rwm, "mams": mams}
 KERNELS.update({
     k.name: k
     for k in (gadrwm, gadrwm_direct, gadrwm_diag, gadmala, gadmala_direct, gadmala_exact,
@@ -60,6 +61,8 @@ __all__ = [
     "Kernel",
     "LowRankInverseMass",
     "MALAParams",
+    "MAMSParams",
+    "MAMSState",
     "MSDParams",
     "Param",
     "ManifoldState",
@@ -83,6 +86,7 @@ __all__ = [
     "hmc",
     "kawasaki",
     "mala",
+    "mams",
     "msd",
     "msd_kernel",
     "rmhmc",
