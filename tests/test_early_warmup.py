@@ -1,6 +1,7 @@
 """The warm-up that learns the metric early and often (`adaptmc.adaptation.early`) and the
 choice of metric by what it buys (`adaptmc.adaptation.metric_choice`)."""
 
+import dataclasses
 import json
 
 import jax
@@ -75,6 +76,42 @@ def test_the_choice_is_not_diagonal_on_a_correlated_regression():
                                           dense=True)
     assert kind in ("low-rank", "dense")
     assert measured["diag"]["condition"] > 20 * measured[kind]["condition"]
+
+
+@pytest.mark.parametrize("unknown", [-1.0, float("nan")])
+def test_an_unknown_gradient_cost_ranks_by_the_condition(unknown):
+    """A gradient XLA cannot see (a Stan program's FFI call reports -1 flops) must not make
+    every richer metric look dearer than the gradient: 144 coordinates, thirty directions 20
+    times wider than the rest (an IRT model's shape), whose diagonal metric leaves a condition
+    about ten times the low-rank one's. With -1 taken as a flop count, the low-rank metric's
+    work per step looked several times the diagonal's, and the diagonal won."""
+    rng = np.random.default_rng(11)
+    dim = 144
+    directions = np.linalg.qr(rng.standard_normal((dim, 30)))[0]
+    cov = np.eye(dim) + 19.0 * directions @ directions.T
+    draws, grads = _exact_draws(rng, cov, 2000)
+    kind, measured = metric_choice.choose(draws, grads, grad_flops=unknown, rank_budget=36,
+                                          dense=False)
+    assert kind == "low-rank", measured
+    assert measured["diag"]["condition"] > 4 * measured["low-rank"]["condition"]
+
+
+def test_a_gradient_xla_cannot_see_is_timed(monkeypatch):
+    """Where XLA's cost analysis says -1 (a foreign function), the gradient's cost is its
+    measured time in operations of this machine: positive, finite, and larger for a
+    costlier gradient."""
+    small = gaussian(np.zeros(2), np.eye(2))
+    heavy = small.logdensity
+
+    def costly(x):  # the same value, after a 600 x 600 matrix product's work
+        m = jnp.outer(jnp.arange(600.0), jnp.arange(600.0)) * x[0] * 0.0
+        return heavy(x) + jnp.sum(m @ m) * 0.0
+
+    large = dataclasses.replace(small, logdensity=costly)
+    monkeypatch.setattr(jax.stages.Lowered, "cost_analysis", lambda self: {"flops": -1.0})
+    cheap, dear = metric_choice.grad_flops(small), metric_choice.grad_flops(large)
+    assert np.isfinite(cheap) and cheap > 0
+    assert dear > 10 * cheap
 
 
 @pytest.mark.parametrize("dim", [10, 40])

@@ -22,12 +22,14 @@ one by `RICHER_MARGIN`, since both numbers are estimates from a few hundred draw
 from __future__ import annotations
 
 import math
+import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_inverse_mass
+from adaptmc.targets.base import compiled_logdensity_and_grad
 
 RICHER_MARGIN = 1.1
 """A richer metric (low-rank over diagonal, dense over both) is chosen only when its
@@ -38,6 +40,14 @@ STEP_OVERHEAD_FLOPS = 2000.0
 bookkeeping, tree weights), in floating-point-operation equivalents (about a microsecond)."""
 
 ORDER = ("diag", "low-rank", "dense")
+
+TIMING_REPEATS = 20
+"""Calls timed when XLA cannot say what a gradient costs (`timed_grad_flops`)."""
+
+TIMING_SIZE = 256
+"""The side of the square matrix whose product with a vector measures this machine's rate of
+floating-point operations (`timed_grad_flops`): large enough that the call's overhead is
+small against its ``2 n^2`` operations."""
 
 
 def whitening_factors(metric: LowRankInverseMass):
@@ -84,7 +94,11 @@ def candidates(draws: np.ndarray, grads: np.ndarray, rank_budget: int,
 
 
 def leapfrog_flops(kind: str, dim: int, rank: int, grad_flops: float) -> float:
-    """Floating-point operations of one leapfrog step under a metric ``kind``."""
+    """Floating-point operations of one leapfrog step under a metric ``kind``; where the
+    gradient's cost is unknown (NaN, or XLA's -1), 1 for every kind: the candidates are then
+    ranked by their condition alone, as if the gradient's cost dominated the metric's."""
+    if not (math.isfinite(grad_flops) and grad_flops > 0):
+        return 1.0
     metric = {"diag": 2.0 * dim, "low-rank": 8.0 * dim * rank, "dense": 4.0 * dim * dim}[kind]
     return grad_flops + metric + 20.0 * dim + STEP_OVERHEAD_FLOPS
 
@@ -125,17 +139,53 @@ def fit(kind: str, draws: np.ndarray, grads: np.ndarray, rank_budget: int
         x, g, rank_budget, False)["diag"]
 
 
-def grad_flops(target) -> float:
-    """Floating-point operations of one gradient of ``target``, from XLA's cost analysis of
-    the lowered (not compiled) program; NaN when XLA does not say."""
+def grad_flops(target, position=None) -> float:
+    """Floating-point operations of one gradient of ``target``: XLA's cost analysis of the
+    lowered (not compiled) program where XLA can see the gradient; where it cannot (a foreign
+    function, as a Stan program through the FFI, reports -1 or nothing), the gradient's
+    measured time at ``position`` in operations of this machine (`timed_grad_flops`). An
+    unknown cost taken as -1 made every richer metric look dearer than the gradient itself,
+    so a Stan program kept the diagonal metric where a low-rank one was three times better."""
     try:
         lowered = jax.jit(target.logdensity_and_grad).lower(jnp.asarray(
             target.initial_position))
         analysis = lowered.cost_analysis()
         analysis = analysis[0] if isinstance(analysis, list) else analysis
-        return float(analysis.get("flops", math.nan))
+        flops = float(analysis.get("flops", math.nan))
+    except Exception:  # noqa: BLE001 - a cost model must not stop a run
+        flops = math.nan
+    if math.isfinite(flops) and flops > 0:
+        return flops
+    return timed_grad_flops(target, target.initial_position if position is None else position)
+
+
+def timed_grad_flops(target, position, repeats: int = TIMING_REPEATS) -> float:
+    """One gradient's cost in floating-point operations of this machine: the fastest of
+    ``repeats`` calls of the target's compiled gradient at ``position`` times the rate of a
+    ``TIMING_SIZE``-square matrix-vector product (``2 n^2`` operations), the fastest of as
+    many. The fastest call is the least disturbed by other work; a call's dispatch overhead
+    is counted as gradient, which favours a richer metric only where both are cheap."""
+    try:
+        gradient = compiled_logdensity_and_grad(target)
+        point = jnp.asarray(position)
+        jax.block_until_ready(gradient(point))
+        seconds = _fastest(lambda: jax.block_until_ready(gradient(point)), repeats)
     except Exception:  # noqa: BLE001 - a cost model must not stop a run
         return math.nan
+    matrix = np.random.default_rng(0).standard_normal((TIMING_SIZE, TIMING_SIZE))
+    vector = matrix[0].copy()
+    rate = 2.0 * TIMING_SIZE**2 / _fastest(lambda: matrix @ vector, repeats)
+    return seconds * rate
+
+
+def _fastest(call, repeats: int) -> float:
+    """The fewest seconds one of ``repeats`` calls of ``call()`` took."""
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return max(best, 1e-9)
 
 
 def estimate(draws: np.ndarray, grads: np.ndarray, kind: str, rank: int, current):
@@ -160,7 +210,7 @@ def choose_final(draws: np.ndarray, grads: np.ndarray, target, metric: str, rank
     dim = draws.shape[-1]
     allowed = ORDER if metric == "auto" else (metric,)
     budget = min(rank, max(1, math.ceil(dim / 4)))
-    flops = grad_flops(target)
+    flops = grad_flops(target, draws[0, -1])
     kind, measured = choose(draws, grads, grad_flops=flops, rank_budget=budget,
                             dense=rank >= dim, allowed=allowed)
     fitted = fit(kind, draws, grads, budget)
