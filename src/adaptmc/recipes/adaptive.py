@@ -65,6 +65,7 @@ from adaptmc.adaptation.early import METRICS
 from adaptmc.adaptation.early_stage import EarlyWarmupStage
 from adaptmc.kernels import HMCParams, hmc
 from adaptmc.objectives import over_the_run
+from adaptmc.recipes import mams_sampling
 from adaptmc.recipes.parts import make_bandit, objective_from_name
 from adaptmc.recipes.plan import Plan, Prepared, check_plan, options_of, sampling_length
 from adaptmc.targets.base import Target
@@ -80,6 +81,7 @@ buys, and its floor ``2 kappa sd`` kept it above a tenth of the reward through a
 super-transitions of every run measured, at ~19k gradients a run."""
 
 NUTS_CHOICES = ("off", "choose", "always")
+MAMS_CHOICES = ("off", "on")
 
 LOG_SCALE = {name: {"log_rewards": True, "noise_var": tuners.surrogate.LOG_NOISE_VAR}
              for name in ("gp-ucb", "hedge")}
@@ -177,6 +179,7 @@ def adaptive_hmc(
     jitter: float = 0.2,
     target_accept: float = 0.8,
     nuts: str = "choose",
+    mams: str = "off",
     seed: int = 0,  # unused: the warm-up takes the run's key
 ) -> Plan:
     """Adaptive HMC (see the module docstring).
@@ -208,11 +211,19 @@ def adaptive_hmc(
     nuts
         ``"choose"`` (NUTS under the warm-up's metric samples when its reward beats the
         tuned setting's or nothing was tuned), ``"always"`` or ``"off"``.
+    mams
+        ``"on"``: after the warm-up, MAMS under its metric samples, every ``k``-th
+        transition (`adaptmc.recipes.mams_sampling`; no HMC tuning, no NUTS); ``"off"``.
     """
     check_sizes(metric, budget, warmup_steps=warmup_steps, draws=draws)
     _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept, nuts, tuning)
+    if mams not in MAMS_CHOICES:
+        raise ValueError(f"mams must be one of {', '.join(MAMS_CHOICES)}, got {mams!r}")
     made_objective = objective_from_name(objective)
     options = options_of(locals())
+    if mams == "on":
+        return mams_sampling.mams_plan(warmup_steps, metric, target_accept, draws, options,
+                                       warmup_record)
     then = functools.partial(prepared_plan, tuner=tuner, tuning=tuning, draws=draws,
                              budget=budget, objective=made_objective, jitter=jitter,
                              options=options, stop=(stop_rule, stop_tolerance))
@@ -341,8 +352,9 @@ def warmup_record(warm, plan: Plan) -> dict:
         "divergences": warm.divergences,
         "rhat_lp": warm.rhat_lp,
         "trajectory_steps": {"low": low, "median": median, "high": high},
-        "box": {"step_size": [float(plan.box.lower[0]), float(plan.box.upper[0])],
-                "num_leapfrog": [float(plan.box.lower[1]), float(plan.box.upper[1])]},
+        "box": None if plan.box is None else
+        {"step_size": [float(plan.box.lower[0]), float(plan.box.upper[0])],
+         "num_leapfrog": [float(plan.box.lower[1]), float(plan.box.upper[1])]},
         "gradient_budget": plan.gradient_budget,
         "thin": plan.thin,
         "wall_s": warm.wall_s,

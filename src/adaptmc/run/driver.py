@@ -187,12 +187,14 @@ class Context:
         self.attrs.update({"warmup": json.dumps(prepared.record, default=io.jsonable),
                            "warmup_wall_s": time.perf_counter() - tick,
                            "warmup_compile_s": compile_seconds() - compiled_before})
-        if "portfolio" in prepared.record:
-            self.attrs["portfolio"] = json.dumps(prepared.record["portfolio"],
-                                                 default=io.jsonable)
+        for name in ("portfolio", "sampler"):  # the sampler a warm-up chose (MAMS)
+            if name in prepared.record:
+                self.attrs[name] = json.dumps(prepared.record[name], default=io.jsonable)
         if self.options.progress:
+            then = f"tuning in the box {prepared.record.get('box')}" \
+                if prepared.record.get("box") else f"sampling with {self.plan.kernel.name}"
             print(f"{self.plan.name}: warm-up done ({prepared.num_grads:,} gradients); "
-                  f"tuning in the box {prepared.record.get('box')}", flush=True)
+                  f"{then}", flush=True)
         self.starts = self._check_plan(after_warmup=True)
 
     def _check_plan(self, after_warmup: bool = False):

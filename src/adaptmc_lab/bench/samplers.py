@@ -33,6 +33,8 @@ RECIPE_ROWS: dict[str, tuple[str, dict]] = {
     "adaptmc-adaptive-hmc-parametric": ("adaptive-hmc", {"tuner": "parametric"}),
     "adaptmc-adaptive-hmc-hedge": ("adaptive-hmc", {"tuner": "hedge"}),
     "adaptmc-adaptive-hmc-sir": ("adaptive-hmc", {"tuner": "sir"}),
+    # the default's warm-up, then MAMS, thinned by the run's measurement (--mams on)
+    "adaptmc-mams": ("adaptive-hmc", {"mams": "on"}),
     "adaptmc-adaptive-portfolio": ("adaptive-portfolio", {}),
     "adaptmc-bandit-hmc": ("bandit-hmc", {}),
     "adaptmc-hmc-da": ("hmc-da", {}),
@@ -118,7 +120,12 @@ def _final_setting(idata) -> dict:
     if "sampler" in idata.attrs:  # adaptive-hmc: 1 where NUTS sampled, 0 the frozen HMC
         import json
 
-        tuned["nuts"] = float(json.loads(idata.attrs["sampler"])["sampler"] == "nuts")
+        record = json.loads(idata.attrs["sampler"])
+        tuned["nuts"] = float(record["sampler"] == "nuts")
+        if record["sampler"] == "mams":  # its step, steps, thinning and what set it
+            tuned.update({f"mams_{k}": float(record[k]) for k in (
+                "step_size", "num_leapfrog", "thin", "k_star", "r1", "overhead_per_draw",
+                "measure_acceptance")})
     skip = set(("reward", "acceptance_rate", "divergences", "num_grads", "num_steps",
                 "num_draws", "warmup", "wall_s", "tuner_s", "objective_s"))
     return {**tuned, **{name: float(np.asarray(tuning[name].values)[-1])
