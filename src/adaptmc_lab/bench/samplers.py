@@ -88,9 +88,11 @@ def recipe_sampler(row: str) -> Callable[[Any, int, BenchConfig], SamplerOutput]
                           init_jitter=config.init_jitter, progress=False)
         wall = time.perf_counter() - tick
         stats = result.idata.sample_stats
-        sampling_grads = int(stats["n_grad_evals"].values.sum())
         compile_s = result.compile_s  # the warm-up's compilation included
         tuning = result.idata.tuning
+        # the kept super-transitions' every gradient (a thinned run's unkept steps too)
+        kept = ~np.asarray(tuning["warmup"].values, dtype=bool)
+        sampling_grads = int(np.sum(np.asarray(tuning["num_grads"].values)[kept]))
         host_s = float(np.sum(tuning["tuner_s"].values) + np.sum(tuning["objective_s"].values))
         return SamplerOutput(run_positions(result, target),
                              result.num_grads - sampling_grads,
