@@ -216,29 +216,38 @@ def adaptive_hmc(
         transition (`adaptmc.recipes.mams_sampling`; no HMC tuning, no NUTS); ``"off"``.
     """
     check_sizes(metric, budget, warmup_steps=warmup_steps, draws=draws)
-    _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept, nuts, tuning)
-    if mams not in MAMS_CHOICES:
-        raise ValueError(f"mams must be one of {', '.join(MAMS_CHOICES)}, got {mams!r}")
+    _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept, nuts, tuning, mams)
     made_objective = objective_from_name(objective)
     options = options_of(locals())
     if mams == "on":
         return mams_sampling.mams_plan(warmup_steps, metric, target_accept, draws, options,
                                        warmup_record)
-    then = functools.partial(prepared_plan, tuner=tuner, tuning=tuning, draws=draws,
-                             budget=budget, objective=made_objective, jitter=jitter,
-                             options=options, stop=(stop_rule, stop_tolerance))
+    return _hmc_plan(options, made_objective)
+
+
+def _hmc_plan(options: dict, objective) -> Plan:
+    """`adaptive_hmc`'s plan from its ``options`` (the reward ``objective`` made): the
+    warm-up, then `prepared_plan` (tuning, NUTS or the frozen HMC setting)."""
+    tuning, budget, jitter = options["tuning"], options["budget"], options["jitter"]
+    then = functools.partial(prepared_plan, tuner=options["tuner"], tuning=tuning,
+                             draws=options["draws"], budget=budget, objective=objective,
+                             jitter=jitter, options=options,
+                             stop=(options["stop_rule"], options["stop_tolerance"]))
     most = TUNING if tuning is None else tuning
-    return Plan("adaptive-hmc", hmc, HMCParams(jitter=jitter), tuners.fixed(),
-                made_objective, most + 1, max(budget or 1000, 1), most, most,
-                options=options, warmup=EarlyWarmupStage(warmup_steps, metric, then,
-                                                         target_accept, nuts=nuts),
-                draws=draws)
+    stage = EarlyWarmupStage(options["warmup_steps"], options["metric"], then,
+                             options["target_accept"], nuts=options["nuts"])
+    return Plan("adaptive-hmc", hmc, HMCParams(jitter=jitter), tuners.fixed(), objective,
+                most + 1, max(budget or 1000, 1), most, most, options=options,
+                warmup=stage, draws=options["draws"])
 
 
 def _check_tuning(tuner: str, stop_rule: str, stop_tolerance, jitter: float,
-                  target_accept: float, nuts: str = "off", tuning: int | None = None) -> None:
+                  target_accept: float, nuts: str = "off", tuning: int | None = None,
+                  mams: str = "off") -> None:
     """One clear `ValueError` for a tuning option of `adaptive_hmc` out of its range."""
     check_tuning_count(tuning)
+    if mams not in MAMS_CHOICES:
+        raise ValueError(f"mams must be one of {', '.join(MAMS_CHOICES)}, got {mams!r}")
     if tuner not in tuners.bandit_tuners():
         raise ValueError(f"adaptive-hmc tunes with a bandit "
                          f"({', '.join(tuners.bandit_tuners())}), not {tuner!r}")
