@@ -104,6 +104,31 @@ def test_mams_counts_every_gradient_it_computes():
     assert warm["sampler"]["num_grads"] > 0  # the adaptation's, counted before the draws
 
 
+def test_a_resumed_mams_run_counts_what_it_computes_again(tmp_path):
+    """Stopped in its sampling and resumed: both calls' evaluations are the record's total
+    plus the resumed call's ``resume_grads``, MAMS's adaptation (redone) included."""
+    logdensity, count = counting_gaussian(jnp.array([0.1, 1.0, 10.0, 3.0]))
+    target = make_target(logdensity, jnp.ones(4), check=False)
+
+    def call(**kwargs):
+        plan = build("adaptive-hmc", target, warmup_steps=150, draws=230, mams="on")
+        result = run_plan(target, plan, chains=2, seed=0, progress=False, **kwargs)
+        jax.effects_barrier()
+        return result
+
+    whole = call().idata.attrs
+    settled = json.loads(whole["warmup"])["settled"]
+    chunks = (settled["final_start"] + settled["max_steps"]
+              - settled["planned_final_start"]) // 10
+    count[0] = 0
+    out = tmp_path / "run"
+    assert call(output_dir=out, stop_after=chunks + 1, checkpoint_every=1).idata is None
+    attrs = call(output_dir=out, resume=True, checkpoint_every=1).idata.attrs
+    assert attrs["total_grad_evals"] == whole["total_grad_evals"]
+    assert attrs["resume_grads"] > json.loads(whole["sampler"])["num_grads"]
+    assert count[0] == attrs["total_grad_evals"] + attrs["resume_grads"]
+
+
 OPTIONS = dict(warmup_steps=150, draws=230, mams="on")
 KWARGS = dict(chains=2, seed=3, progress=False, checkpoint_every=1)
 

@@ -156,7 +156,11 @@ class Context:
                     self.resume_grads = self.check_grads + fresh
             self.first[id(stage)] = stage.position(state)
             yield stage, state
-            self._prepared(stage.finish(state), tick, compiled_before)
+            prepared = stage.finish(state)
+            if self.warmup_redone:  # what ``finish`` computes (MAMS's adaptation), redone
+                self.warmup_redone += prepared.num_grads - getattr(state, "num_grads",
+                                                                   prepared.num_grads)
+            self._prepared(prepared, tick, compiled_before)
         tune, state = start_super_transitions(self)
         self.sampling = (Sample(tune.setup, tune.show, tune.loop), state)
         first = self.first[id(tune)] = state.index
