@@ -45,6 +45,9 @@
    never saw work. The draws of the tuning super-transitions are not kept, their gradients
    are counted.
 
+With ``mams="on"`` MAMS under the warm-up's metric samples in place of steps 2 and 3, every
+``k``-th transition, ``k`` from what the run measured (`adaptmc.recipes.mams_sampling`).
+
 The super-transition budget is ``max(20 L_median, 8 L_max)`` gradients, so that every
 setting of the box makes at least eight draws per chain and the typical one twenty; the
 sampling phase keeps exactly ``draws`` draws per chain of the frozen setting (its last
