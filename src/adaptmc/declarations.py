@@ -60,10 +60,12 @@ ADAPTIVE_OPTIONS: tuple[Option, ...] = (
                  "sampling, <= 12)", low=0, high=10**6, group=ADAPTIVE),
     Option("nuts", "choice", "choose: NUTS samples if it beats tuned HMC",
            choices=("choose", "always", "off"), group=ADAPTIVE),
+    Option("mams", "choice", "on: MAMS samples after the warm-up", choices=("off", "on"),
+           group=ADAPTIVE),
     Option("stop_rule", "choice", "what may end tuning early (default ei)",
            choices=("ucb-lcb", "ucb", "ei"), group=ADAPTIVE),
-    Option("stop_tolerance", "float", "the stop rule's threshold, a fraction of the frozen "
-           "reward (default: from the run's length; 0: off)", low=0.0, high=1e6,
+    Option("stop_tolerance", "float", "the stop rule's threshold (default: from the run's "
+           "length; 0: off)", low=0.0, high=1e6,
            metavar="FRACTION", group=ADAPTIVE),
     count_option("draws", DRAWS_HELP, group=ADAPTIVE),
     count_option("audition", "adaptive-portfolio: frozen super-transitions scoring each trial "

@@ -90,7 +90,9 @@ def notes(attrs: dict, num_chains: int) -> list[str]:
     notes = json.loads(notes) if isinstance(notes, str) else list(notes)
     out = [f"note: {n}" for n in notes]
     record = _sampler(attrs)
-    if record is not None and _tuned(record):
+    if record is not None and record["sampler"] == "mams":
+        out.append(f"note: {mams_line(record)}")
+    elif record is not None and _tuned(record):
         out.append(f"note: {sampler_line(record)}")
     elif record is not None and record.get("thinned"):
         out.append("note: sampled with the warm-up's HMC setting, untuned: NUTS, which "
@@ -111,6 +113,21 @@ def sampler_line(record) -> str:
             f"{nuts:.4g}, HMC {hmc:.4g})")
 
 
+def mams_line(record: dict) -> str:
+    """How MAMS sampled (`adaptmc.recipes.mams_sampling`): its step, steps per transition,
+    and the thinning the run measured."""
+    every = _ordinal(int(record["thin"]))
+    return (f"MAMS step {record['step_size']:.3g} x {record['num_leapfrog']} steps "
+            f"(L = sqrt(d), acceptance {record['target_accept']:g} by dual averaging); every "
+            f"{every}transition kept (k* = {record['k_star']:.3g} from ESS per transition "
+            f"{record['r1']:.3g}, {record['overhead_per_draw']:.3g} gradients per chain per "
+            "draw before the first)")
+
+
+def _ordinal(k: int) -> str:
+    return {1: "", 2: "2nd ", 3: "3rd "}.get(k, f"{k}th ")
+
+
 def _sampler(attrs: dict) -> dict | None:
     record = attrs.get("sampler")
     return json.loads(record) if isinstance(record, str) else record
@@ -127,6 +144,10 @@ def header_lines(attrs: dict, num_chains: int, num_draws: int) -> list[str]:
     super-transitions of a run that sampled with them)."""
     record = _sampler(attrs)
     target = f"target {attrs.get('target', '?')}"
+    if record is not None and record["sampler"] == "mams":
+        return [f"{target}  sampler MAMS under the warm-up's metric, every "
+                f"{_ordinal(int(attrs.get('thin', record['thin'])))}transition",
+                f"chains {num_chains}  draws/chain {num_draws}"]
     if record is not None and record["sampler"] == "nuts":
         after = f" after tuning HMC with {attrs.get('tuner', '?')}" if _tuned(record) else ""
         return [f"{target}  sampler NUTS under the warm-up's metric{after}",

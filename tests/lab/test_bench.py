@@ -392,9 +392,12 @@ def test_jax_compile_seconds_count_every_program_a_call_compiles():
     assert "all JAX compile s" in table and "| 2.00 | 2.50 |" in table
 
 
-def test_a_recipe_rows_gradients_are_those_a_counter_sees():
+@pytest.mark.parametrize("row", ["adaptmc-adaptive-hmc", "adaptmc-mams"])
+def test_a_recipe_rows_gradients_are_those_a_counter_sees(row):
     """The adaptive-HMC row's gradients (before the first kept draw and after it) are every
-    evaluation of the log density the row makes: the run's record, its checks included."""
+    evaluation of the log density the row makes: the run's record, its checks included;
+    a thinned (MAMS) row's sampling gradients are every step of its kept super-transitions,
+    the transitions thinned away included."""
     import jax
     import jax.numpy as jnp
 
@@ -405,9 +408,13 @@ def test_a_recipe_rows_gradients_are_those_a_counter_sees():
     logdensity, count = counting_gaussian(jnp.array([0.5, 1.0, 2.0]))
     target = make_target(logdensity, jnp.zeros(3), name="counting-3d", check=False)
     config = bench.BenchConfig(num_chains=2, num_warmup=100, num_samples=60)
-    output = SAMPLERS["adaptmc-adaptive-hmc"](target, 3, config)
+    output = SAMPLERS[row](target, 3, config)
     jax.effects_barrier()
     assert output.warmup_grads + output.sampling_grads == count[0]
+    if row == "adaptmc-mams":
+        params = output.params
+        assert output.sampling_grads == 2 * 60 * params["mams_thin"] * \
+            params["mams_num_leapfrog"]
 
 
 def test_a_cached_cell_is_reused_only_under_the_rows_options(tmp_path, monkeypatch):

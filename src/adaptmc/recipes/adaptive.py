@@ -45,6 +45,9 @@
    never saw work. The draws of the tuning super-transitions are not kept, their gradients
    are counted.
 
+With ``mams="on"`` MAMS under the warm-up's metric samples in place of steps 2 and 3, every
+``k``-th transition, ``k`` from what the run measured (`adaptmc.recipes.mams_sampling`).
+
 The super-transition budget is ``max(20 L_median, 8 L_max)`` gradients, so that every
 setting of the box makes at least eight draws per chain and the typical one twenty; the
 sampling phase keeps exactly ``draws`` draws per chain of the frozen setting (its last
@@ -65,6 +68,7 @@ from adaptmc.adaptation.early import METRICS
 from adaptmc.adaptation.early_stage import EarlyWarmupStage
 from adaptmc.kernels import HMCParams, hmc
 from adaptmc.objectives import over_the_run
+from adaptmc.recipes import mams_sampling
 from adaptmc.recipes.parts import make_bandit, objective_from_name
 from adaptmc.recipes.plan import Plan, Prepared, check_plan, options_of, sampling_length
 from adaptmc.targets.base import Target
@@ -80,6 +84,7 @@ buys, and its floor ``2 kappa sd`` kept it above a tenth of the reward through a
 super-transitions of every run measured, at ~19k gradients a run."""
 
 NUTS_CHOICES = ("off", "choose", "always")
+MAMS_CHOICES = ("off", "on")
 
 LOG_SCALE = {name: {"log_rewards": True, "noise_var": tuners.surrogate.LOG_NOISE_VAR}
              for name in ("gp-ucb", "hedge")}
@@ -177,6 +182,7 @@ def adaptive_hmc(
     jitter: float = 0.2,
     target_accept: float = 0.8,
     nuts: str = "choose",
+    mams: str = "off",
     seed: int = 0,  # unused: the warm-up takes the run's key
 ) -> Plan:
     """Adaptive HMC (see the module docstring).
@@ -208,26 +214,43 @@ def adaptive_hmc(
     nuts
         ``"choose"`` (NUTS under the warm-up's metric samples when its reward beats the
         tuned setting's or nothing was tuned), ``"always"`` or ``"off"``.
+    mams
+        ``"on"``: after the warm-up, MAMS under its metric samples, every ``k``-th
+        transition (`adaptmc.recipes.mams_sampling`; no HMC tuning, no NUTS); ``"off"``.
     """
     check_sizes(metric, budget, warmup_steps=warmup_steps, draws=draws)
-    _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept, nuts, tuning)
+    _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept, nuts, tuning, mams)
     made_objective = objective_from_name(objective)
     options = options_of(locals())
-    then = functools.partial(prepared_plan, tuner=tuner, tuning=tuning, draws=draws,
-                             budget=budget, objective=made_objective, jitter=jitter,
-                             options=options, stop=(stop_rule, stop_tolerance))
+    if mams == "on":
+        return mams_sampling.mams_plan(warmup_steps, metric, target_accept, draws, options,
+                                       warmup_record)
+    return _hmc_plan(options, made_objective)
+
+
+def _hmc_plan(options: dict, objective) -> Plan:
+    """`adaptive_hmc`'s plan from its ``options`` (the reward ``objective`` made): the
+    warm-up, then `prepared_plan` (tuning, NUTS or the frozen HMC setting)."""
+    tuning, budget, jitter = options["tuning"], options["budget"], options["jitter"]
+    then = functools.partial(prepared_plan, tuner=options["tuner"], tuning=tuning,
+                             draws=options["draws"], budget=budget, objective=objective,
+                             jitter=jitter, options=options,
+                             stop=(options["stop_rule"], options["stop_tolerance"]))
     most = TUNING if tuning is None else tuning
-    return Plan("adaptive-hmc", hmc, HMCParams(jitter=jitter), tuners.fixed(),
-                made_objective, most + 1, max(budget or 1000, 1), most, most,
-                options=options, warmup=EarlyWarmupStage(warmup_steps, metric, then,
-                                                         target_accept, nuts=nuts),
-                draws=draws)
+    stage = EarlyWarmupStage(options["warmup_steps"], options["metric"], then,
+                             options["target_accept"], nuts=options["nuts"])
+    return Plan("adaptive-hmc", hmc, HMCParams(jitter=jitter), tuners.fixed(), objective,
+                most + 1, max(budget or 1000, 1), most, most, options=options,
+                warmup=stage, draws=options["draws"])
 
 
 def _check_tuning(tuner: str, stop_rule: str, stop_tolerance, jitter: float,
-                  target_accept: float, nuts: str = "off", tuning: int | None = None) -> None:
+                  target_accept: float, nuts: str = "off", tuning: int | None = None,
+                  mams: str = "off") -> None:
     """One clear `ValueError` for a tuning option of `adaptive_hmc` out of its range."""
     check_tuning_count(tuning)
+    if mams not in MAMS_CHOICES:
+        raise ValueError(f"mams must be one of {', '.join(MAMS_CHOICES)}, got {mams!r}")
     if tuner not in tuners.bandit_tuners():
         raise ValueError(f"adaptive-hmc tunes with a bandit "
                          f"({', '.join(tuners.bandit_tuners())}), not {tuner!r}")
@@ -341,8 +364,9 @@ def warmup_record(warm, plan: Plan) -> dict:
         "divergences": warm.divergences,
         "rhat_lp": warm.rhat_lp,
         "trajectory_steps": {"low": low, "median": median, "high": high},
-        "box": {"step_size": [float(plan.box.lower[0]), float(plan.box.upper[0])],
-                "num_leapfrog": [float(plan.box.lower[1]), float(plan.box.upper[1])]},
+        "box": None if plan.box is None else
+        {"step_size": [float(plan.box.lower[0]), float(plan.box.upper[0])],
+         "num_leapfrog": [float(plan.box.lower[1]), float(plan.box.upper[1])]},
         "gradient_budget": plan.gradient_budget,
         "thin": plan.thin,
         "wall_s": warm.wall_s,

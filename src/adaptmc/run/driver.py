@@ -156,7 +156,11 @@ class Context:
                     self.resume_grads = self.check_grads + fresh
             self.first[id(stage)] = stage.position(state)
             yield stage, state
-            self._prepared(stage.finish(state), tick, compiled_before)
+            prepared = stage.finish(state)
+            if self.warmup_redone:  # what ``finish`` computes (MAMS's adaptation), redone
+                self.warmup_redone += prepared.num_grads - getattr(state, "num_grads",
+                                                                   prepared.num_grads)
+            self._prepared(prepared, tick, compiled_before)
         tune, state = start_super_transitions(self)
         self.sampling = (Sample(tune.setup, tune.show, tune.loop), state)
         first = self.first[id(tune)] = state.index
@@ -187,12 +191,14 @@ class Context:
         self.attrs.update({"warmup": json.dumps(prepared.record, default=io.jsonable),
                            "warmup_wall_s": time.perf_counter() - tick,
                            "warmup_compile_s": compile_seconds() - compiled_before})
-        if "portfolio" in prepared.record:
-            self.attrs["portfolio"] = json.dumps(prepared.record["portfolio"],
-                                                 default=io.jsonable)
+        for name in ("portfolio", "sampler"):  # the sampler a warm-up chose (MAMS)
+            if name in prepared.record:
+                self.attrs[name] = json.dumps(prepared.record[name], default=io.jsonable)
         if self.options.progress:
+            then = f"tuning in the box {prepared.record.get('box')}" \
+                if prepared.record.get("box") else f"sampling with {self.plan.kernel.name}"
             print(f"{self.plan.name}: warm-up done ({prepared.num_grads:,} gradients); "
-                  f"tuning in the box {prepared.record.get('box')}", flush=True)
+                  f"{then}", flush=True)
         self.starts = self._check_plan(after_warmup=True)
 
     def _check_plan(self, after_warmup: bool = False):

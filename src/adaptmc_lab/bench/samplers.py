@@ -33,6 +33,8 @@ RECIPE_ROWS: dict[str, tuple[str, dict]] = {
     "adaptmc-adaptive-hmc-parametric": ("adaptive-hmc", {"tuner": "parametric"}),
     "adaptmc-adaptive-hmc-hedge": ("adaptive-hmc", {"tuner": "hedge"}),
     "adaptmc-adaptive-hmc-sir": ("adaptive-hmc", {"tuner": "sir"}),
+    # the default's warm-up, then MAMS, thinned by the run's measurement (--mams on)
+    "adaptmc-mams": ("adaptive-hmc", {"mams": "on"}),
     "adaptmc-adaptive-portfolio": ("adaptive-portfolio", {}),
     "adaptmc-bandit-hmc": ("bandit-hmc", {}),
     "adaptmc-hmc-da": ("hmc-da", {}),
@@ -86,9 +88,11 @@ def recipe_sampler(row: str) -> Callable[[Any, int, BenchConfig], SamplerOutput]
                           init_jitter=config.init_jitter, progress=False)
         wall = time.perf_counter() - tick
         stats = result.idata.sample_stats
-        sampling_grads = int(stats["n_grad_evals"].values.sum())
         compile_s = result.compile_s  # the warm-up's compilation included
         tuning = result.idata.tuning
+        # the kept super-transitions' every gradient (a thinned run's unkept steps too)
+        kept = ~np.asarray(tuning["warmup"].values, dtype=bool)
+        sampling_grads = int(np.sum(np.asarray(tuning["num_grads"].values)[kept]))
         host_s = float(np.sum(tuning["tuner_s"].values) + np.sum(tuning["objective_s"].values))
         return SamplerOutput(run_positions(result, target),
                              result.num_grads - sampling_grads,
@@ -118,7 +122,12 @@ def _final_setting(idata) -> dict:
     if "sampler" in idata.attrs:  # adaptive-hmc: 1 where NUTS sampled, 0 the frozen HMC
         import json
 
-        tuned["nuts"] = float(json.loads(idata.attrs["sampler"])["sampler"] == "nuts")
+        record = json.loads(idata.attrs["sampler"])
+        tuned["nuts"] = float(record["sampler"] == "nuts")
+        if record["sampler"] == "mams":  # its step, steps, thinning and what set it
+            tuned.update({f"mams_{k}": float(record[k]) for k in (
+                "step_size", "num_leapfrog", "thin", "k_star", "r1", "overhead_per_draw",
+                "measure_acceptance")})
     skip = set(("reward", "acceptance_rate", "divergences", "num_grads", "num_steps",
                 "num_draws", "warmup", "wall_s", "tuner_s", "objective_s"))
     return {**tuned, **{name: float(np.asarray(tuning[name].values)[-1])

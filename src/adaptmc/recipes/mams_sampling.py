@@ -1,0 +1,235 @@
+"""MAMS samples after the default's warm-up (`adaptmc.recipes.adaptive_hmc`, ``mams="on"``).
+
+Metropolis-adjusted microcanonical sampling (Robnik, Cohn-Gordon & Seljak 2025;
+`adaptmc.kernels.mams`) under the metric the NUTS warm-up chose (its frame ``x = x0 + S z``,
+``S S^T`` the warm-up's inverse mass), from where the warm-up's chains stand:
+
+1. **Step size**: dual averaging (Hoffman & Gelman 2014, Alg. 5) of the isokinetic step to
+   the paper's acceptance rate `TARGET_ACCEPT` (0.9), over `ADAPT_TRANSITIONS`
+   transitions, on the chains' mean acceptance probability (one step for all chains, so
+   every chain runs the same number of steps), from ``eps0 = eps_w sqrt(d)``: HMC's
+   warm-up step ``eps_w`` moves a momentum of norm ~``sqrt(d)``, MAMS's velocity has unit
+   norm. The trajectory length is the paper's starting ``L = sqrt(d)`` in the metric's
+   units (not tuned here); a transition runs ``max(1, round(L / eps))`` steps at the
+   current ``eps``, its step jittered by `JITTER` (Neal 2011, Sec. 5.4.2.2) so that its
+   length is random at a fixed cost.
+2. **Measurement**: `MEASURE_TRANSITIONS` transitions at the averaged (final) step, whose
+   robust ESS per transition ``r1`` (`adaptmc.objectives.robust_ess_per_grad`: the slowest
+   of bulk ``x``, bulk ``x^2`` and tails) sets the thinning (`thinning`).
+3. **Sampling**: ``draws`` kept draws per chain, every ``k``-th transition, by the run's
+   super-transitions (``KEPT_PER_BLOCK`` kept draws each).
+
+Every gradient of steps 1 and 2 is counted with the warm-up's (they come before the first
+kept draw); a resumed run repeats them from the warm-up's checkpoint (the same key, the same
+draws) before it continues its sampling from its own checkpoint.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from adaptmc import tuners
+from adaptmc.adaptation.dual_averaging import da_final_step_size, da_init, da_step_size, da_update
+from adaptmc.adaptation.early_stage import EarlyWarmupStage
+from adaptmc.kernels.mams import MAMSParams, mams
+from adaptmc.objectives import robust_ess_per_grad
+from adaptmc.recipes.plan import Plan, Prepared, check_plan, sampling_length
+from adaptmc.targets.base import compiled
+
+TARGET_ACCEPT = 0.9
+"""The acceptance rate MAMS's step is dual-averaged to: the paper's (Robnik, Cohn-Gordon &
+Seljak 2025); 0.7 left a chain stuck on eight schools (docs/notes/mams-sampling.md)."""
+
+ADAPT_TRANSITIONS = 200
+"""Dual-averaging transitions per chain. The averaged log step weighs update ``t`` by
+``t^-0.75``, so after 200 updates the early exploring steps carry little weight, and each
+update reads the mean acceptance of all chains (four by default: 800 proposals)."""
+
+MEASURE_TRANSITIONS = 100
+"""Transitions per chain at the final step whose robust ESS per transition sets the
+thinning: 400 draws over four chains, enough for the tail ESS's 5 % quantiles; the thinning
+depends on it only through ``r1^-1/2``."""
+
+MAX_THIN = 16
+"""The most transitions per kept draw."""
+
+JITTER = 0.5
+"""Step-size jitter ``j`` (``eps U(1 - j, 1 + j)``): the trajectory's length varies by
++-50 %, as in the MAMS check (scripts/mams_check.py); the paper draws the number of steps,
+uniform up to twice its mean, which our fixed-cost kernel does not."""
+
+KEPT_PER_BLOCK = 100
+"""Kept draws per chain of one sampling super-transition (one recorded block)."""
+
+
+class Adapted(NamedTuple):
+    """What `adapt_and_measure` returns: the chains' MAMS states ``(chains,)``, the final
+    step and steps per transition, the measurement's positions ``(chains, n, dim)`` and
+    acceptance probabilities ``(chains, n)``, its divergences, the dual averaging's mean
+    acceptance over its last half, and the gradients spent over all chains."""
+
+    states: object
+    step_size: float
+    num_leapfrog: int
+    positions: np.ndarray
+    acceptance: np.ndarray
+    divergences: int
+    adapt_acceptance: float
+    num_grads: int
+
+
+def steps_for(length, step_size):
+    """Isokinetic steps of a transition of length ``length`` at ``step_size``: at least 1."""
+    return jnp.maximum(1, jnp.round(length / step_size)).astype(jnp.int32)
+
+
+def _program(target, chains: int, adapt: int, measure: int):
+    """The compiled adaptation and measurement (`adapt_and_measure`), one program."""
+    step = jax.vmap(lambda k, s, p: mams.step(k, s, target, p), in_axes=(0, 0, None))
+
+    def transition(states, key, eps, length, inverse_mass):
+        n = steps_for(length, eps)
+        params = MAMSParams(eps, n, inverse_mass, JITTER)
+        states, info = step(jax.random.split(key, chains), states, params)
+        return states, info, n
+
+    def program(key, positions, inverse_mass, eps0, length):
+        states = jax.vmap(lambda x: mams.init(x, target))(positions)
+        key_adapt, key_measure = jax.random.split(jax.random.fold_in(key, 1))
+
+        def adapting(carry, key):
+            states, da = carry
+            states, info, n = transition(states, key, da_step_size(da), length, inverse_mass)
+            accept = jnp.mean(info.acceptance_rate)
+            return (states, da_update(da, accept, TARGET_ACCEPT)), (accept, n)
+
+        (states, da), (accept, n_adapt) = jax.lax.scan(
+            adapting, (states, da_init(eps0)), jax.random.split(key_adapt, adapt))
+        eps = da_final_step_size(da)
+
+        def measuring(states, key):
+            states, info, _ = transition(states, key, eps, length, inverse_mass)
+            return states, (states.position, info.acceptance_rate, info.is_divergent)
+
+        states, (xs, acc, div) = jax.lax.scan(measuring, states,
+                                              jax.random.split(key_measure, measure))
+        grads = chains * (1 + jnp.sum(n_adapt) + measure * steps_for(length, eps))
+        return (states, eps, steps_for(length, eps), jnp.swapaxes(xs, 0, 1), acc.T,
+                jnp.sum(div), jnp.mean(accept[adapt // 2:]), grads)
+
+    return jax.jit(program)
+
+
+def adapt_and_measure(target, positions, inverse_mass, step_size: float, key,
+                      adapt: int = ADAPT_TRANSITIONS,
+                      measure: int = MEASURE_TRANSITIONS) -> Adapted:
+    """MAMS from ``positions: (chains, dim)`` under ``inverse_mass``: ``adapt`` transitions
+    of dual averaging from ``step_size`` (the isokinetic step), then ``measure`` at the
+    averaged step (module docstring, steps 1 and 2), in one compiled program stored on the
+    target. ``key``: a PRNG key (the warm-up's, folded)."""
+    positions = np.asarray(positions)
+    chains, dim = positions.shape
+    program = compiled(target, ("mams-adaptation", chains, adapt, measure),
+                       lambda: _program(target, chains, adapt, measure))
+    dtype = positions.dtype
+    out = program(key, positions, inverse_mass, dtype.type(step_size),
+                  dtype.type(math.sqrt(dim)))
+    states, eps, n, xs, acc, div, adapt_acc, grads = out
+    return Adapted(states, float(eps), int(n), np.asarray(xs), np.asarray(acc), int(div),
+                   float(adapt_acc), int(grads))
+
+
+def thinning(r1: float, grads_per_transition: float, overhead: float,
+             most: int = MAX_THIN) -> tuple[float, int]:
+    """``(k*, k)``: the transitions per kept draw that make the most effective draws per
+    gradient of the whole run, and ``k = clip(round(k*), 1, most)``.
+
+    A run keeping ``N`` draws per chain, every ``k``-th transition, spends ``N (W' + k g)``
+    gradients per chain: ``W'`` those before the first kept draw over ``N`` (warm-up and
+    adaptation), ``g`` a transition's. With ``r1`` the effective draws per transition
+    (``1 / tau``), the kept draws are modelled as ``ESS(k) = N k r1 / (1 + k r1)``: the
+    ``N k r1`` of the transitions while ``k r1`` is small, ``N`` (independent draws) as it
+    grows (``1 / ESS = 1 / (N k r1) + 1 / N``). The run's effective draws per gradient
+
+        E(k) = k r1 / ((1 + k r1) (W' + k g))
+
+    have ``d log E / dk = 1 / (k (1 + k r1)) - g / (W' + k g)``, zero where
+    ``W' + k g = g k (1 + k r1)``, i.e. ``k* = sqrt(W' / (g r1))``: a costly warm-up (large
+    ``W'``) is best repaid by cheap transitions thinned more; draws already independent
+    (``r1 = 1``) and no warm-up keep every transition. ``r1`` not finite or not positive
+    (the measurement failed): ``k = 1``, every transition kept.
+    """
+    if not (np.isfinite(r1) and r1 > 0 and grads_per_transition > 0):
+        return float("nan"), 1
+    k_star = math.sqrt(max(0.0, overhead) / (grads_per_transition * r1))
+    return k_star, int(min(max(round(k_star), 1), most))
+
+
+def per_transition_ess(positions: np.ndarray) -> float:
+    """``r1``: the robust ESS (`adaptmc.objectives.robust_ess_per_grad`) of ``positions:
+    (chains, n, dim)`` per draw (NaN when it cannot be computed)."""
+    chains, n = positions.shape[:2]
+    return robust_ess_per_grad(positions, {}, chains * n) / 1000.0
+
+
+def mams_prepared(warm, *, target, key, draws: int, options: dict, record) -> Prepared:
+    """What the run goes on with after the warm-up ``warm`` (an
+    `adaptmc.adaptation.early.EarlyWarmup`) on ``target``, ``key`` the warm-up's last
+    PRNG key: MAMS adapted and measured from where its
+    chains stand (`adapt_and_measure`), the thinning it measured (`thinning`) and a plan
+    that keeps ``draws`` draws per chain, every ``k``-th transition, continuing from the
+    chains' MAMS states. ``record(warm, plan)``: the warm-up's facts
+    (`adaptmc.recipes.adaptive.warmup_record`); the MAMS facts go to its ``sampler``."""
+    chains, dim = np.shape(warm.positions)
+    eps0 = float(np.mean(warm.step_size)) * math.sqrt(dim)
+    adapted = adapt_and_measure(target, warm.positions, warm.inverse_mass, eps0, key)
+    r1 = per_transition_ess(adapted.positions)
+    g = adapted.num_leapfrog
+    overhead = (warm.num_grads + adapted.num_grads) / chains / draws
+    k_star, k = thinning(r1, g, overhead)
+    params = MAMSParams(adapted.step_size, g, warm.inverse_mass, JITTER)
+    plan = Plan("adaptive-hmc", mams, params, tuners.fixed(), None,
+                sampling_length(draws, KEPT_PER_BLOCK), g * k * KEPT_PER_BLOCK, 0, 0,
+                options=options, thin=k, draws=draws)
+    check_plan(plan)
+    sampler = {"sampler": "mams", "step_size": adapted.step_size, "num_leapfrog": g,
+               "trajectory_length": math.sqrt(dim), "jitter": JITTER,
+               "initial_step_size": eps0, "target_accept": TARGET_ACCEPT,
+               "adapt_transitions": ADAPT_TRANSITIONS, "adapt_acceptance":
+               adapted.adapt_acceptance, "measure_transitions": MEASURE_TRANSITIONS,
+               "measure_acceptance": float(np.mean(adapted.acceptance)),
+               "measure_divergences": adapted.divergences, "num_grads": adapted.num_grads,
+               "r1": r1, "grads_per_transition": g, "overhead_per_draw": overhead,
+               "k_star": k_star, "thin": k}
+    return Prepared(plan, np.asarray(adapted.states.position),
+                    warm.num_grads + adapted.num_grads,
+                    {**record(warm, plan), "sampler": sampler}, adapted.states)
+
+
+@dataclass(frozen=True)
+class MamsWarmupStage(EarlyWarmupStage):
+    """The default's warm-up (`adaptmc.adaptation.early_stage.EarlyWarmupStage`) whose
+    ``finish`` hands ``then`` the target and the warm-up's last PRNG key as well (restored
+    from its checkpoint on resume), so MAMS's adaptation after it draws the same numbers in
+    an uninterrupted and a resumed run."""
+
+    def finish(self, run):
+        return self.then(self.result(run), target=run.target, key=run.key)
+
+
+def mams_plan(warmup_steps: int, metric: str, target_accept: float, draws: int,
+              options: dict, record) -> Plan:
+    """The plan of ``adaptive_hmc(mams="on")``: the default's warm-up (``warmup_steps``,
+    ``metric``, its ``target_accept``), then `mams_prepared`. Before the warm-up it names
+    MAMS (its kernel and jitter), so a run folder of one cannot be resumed as the other."""
+    then = functools.partial(mams_prepared, draws=draws, options=options, record=record)
+    stage = MamsWarmupStage(warmup_steps, metric, then, target_accept)
+    return Plan("adaptive-hmc", mams, MAMSParams(jitter=JITTER), tuners.fixed(), None, 1,
+                1000, 0, 0, options=options, warmup=stage, draws=draws)
