@@ -13,7 +13,8 @@ that fits noise is judged by what it does on draws it has not seen:
 - its **cost per leapfrog step**: the gradient's floating-point operations (XLA's cost
   analysis of the target's compiled gradient) plus the metric's (``M^{-1} p`` twice a step:
   ``2 dim`` diagonal, ``8 dim k`` low-rank of rank ``k``, ``4 dim^2`` dense) plus the
-  integrator's own vector work.
+  integrator's own vector work. Where XLA cannot see the gradient (a Stan program through
+  the FFI) the cost is unknown and the condition alone ranks them (`leapfrog_flops`).
 
 The candidate with the smallest ``sqrt(kappa) x cost`` wins; a richer one must beat a simpler
 one by `RICHER_MARGIN`, since both numbers are estimates from a few hundred draws.
