@@ -8,7 +8,11 @@ line: seconds from the call to the summary (draws, then the robust min ESS: min 
 parameters of bulk-ESS x, bulk-ESS x^2, tail-ESS x), seconds since the process started
 (imports included), the sampler's compile seconds, gradients and robust ESS per second.
 Run it in a fresh process per cell, once with empty cache folders (cold) and once more
-(warm): ``docs/notes/compile.md`` has the loop.
+(warm): ``docs/notes/compile.md`` has the loop. In float64, as ``adaptmc sample`` runs
+by default and the bench scores (before 2026-11-28 it ran in JAX's default float32, and a
+Stan program then went through the host callback instead of the FFI). ``TARGET`` is any bench target
+(`adaptmc_lab.targets.get_target`): a built-in, or ``stan-<posterior>`` for a posteriordb
+Stan program through adaptmc's Stan library (its build cached per machine, not timed here).
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ START = time.perf_counter()
 
 
 def main(target_name: str, sampler: str, seed: int = 1) -> dict:
+    import jax
+
     from adaptmc.compile_cache import use_compile_cache
     from adaptmc.diagnostics import robust_ess
-    from adaptmc.targets import get_target
     from adaptmc_lab.bench.config import BenchConfig
     from adaptmc_lab.bench.samplers import SAMPLERS
+    from adaptmc_lab.targets import get_target
 
+    jax.config.update("jax_enable_x64", True)  # as `adaptmc sample` and the bench run
     use_compile_cache()
     target = get_target(target_name)
     tick = time.perf_counter()
