@@ -169,6 +169,24 @@ def check_positive(name: str, value) -> None:
         raise ValueError(f"{name} must be positive and finite, got {value}")
 
 
+def jittered_step_size(key, step_size, jitter):
+    """``step_size * U(1 - jitter, 1 + jitter)``: step-size jitter (Neal 2011, Sec.
+    5.4.2.2), which randomises a trajectory's length at a fixed number of steps."""
+    return step_size * (1.0 + jitter * jax.random.uniform(key, minval=-1.0, maxval=1.0))
+
+
+def check_num_steps(name: str, value) -> None:
+    """`ValueError` unless ``value`` is an integer >= 1 (steps per transition)."""
+    if int(value) != value or int(value) < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value}")
+
+
+def check_jitter(jitter) -> None:
+    """`ValueError` unless the step-size jitter lies in ``[0, 1)``."""
+    if not 0.0 <= float(jitter) < 1.0:
+        raise ValueError(f"jitter must be in [0, 1), got {jitter}")
+
+
 def check_shape(name: str, value, dim: int | None, matrix: bool = False) -> None:
     """A vector (or, with ``matrix``, matrix) parameter must match the target's dimension:
     shape ``()``, ``(dim,)`` or ``(dim, dim)``. No check when ``dim`` is None."""

@@ -24,8 +24,11 @@ from adaptmc.kernels.base import (
     StepInfo,
     Tunable,
     check_inverse_mass,
+    check_jitter,
+    check_num_steps,
     check_positive,
     check_shape,
+    jittered_step_size,
     metropolis_hastings,
     select,
 )
@@ -86,9 +89,7 @@ def _step(key, state: HMCState, target, params: HMCParams, integrator):
     momentum = jnp.where(
         jnp.isnan(state.momentum), fresh, state.momentum * jnp.cos(angle) + fresh * jnp.sin(angle)
     )
-    step_size = params.step_size * (
-        1.0 + params.jitter * jax.random.uniform(key_jitter, minval=-1.0, maxval=1.0)
-    )
+    step_size = jittered_step_size(key_jitter, params.step_size, params.jitter)
     start = IntegratorState(state.position, momentum, state.logdensity, state.logdensity_grad)
     end = integrate(
         integrator, start, step_size, params.num_leapfrog, target.logdensity_and_grad, metric
@@ -112,14 +113,11 @@ def check_params(params: HMCParams, dim: int | None = None) -> None:
     check_positive("step_size", params.step_size)
     check_shape("step_size", params.step_size, dim)
     check_shape("inverse_mass", params.inverse_mass, dim, matrix=True)
-    num = params.num_leapfrog
-    if int(num) != num or int(num) < 1:
-        raise ValueError(f"num_leapfrog must be an integer >= 1, got {num}")
+    check_num_steps("num_leapfrog", params.num_leapfrog)
     check_inverse_mass(params.inverse_mass)
     if not 0.0 < float(params.refresh_angle) <= math.pi / 2:
         raise ValueError(f"refresh_angle must be in (0, pi/2], got {params.refresh_angle}")
-    if not 0.0 <= float(params.jitter) < 1.0:
-        raise ValueError(f"jitter must be in [0, 1), got {params.jitter}")
+    check_jitter(params.jitter)
 
 
 TUNABLES = (

@@ -47,8 +47,11 @@ from adaptmc.kernels.base import (
     StepInfo,
     Tunable,
     check_inverse_mass,
+    check_jitter,
+    check_num_steps,
     check_positive,
     check_shape,
+    jittered_step_size,
     metropolis_hastings,
     select,
 )
@@ -139,9 +142,7 @@ def step(key: Array, state: MAMSState, target, params: MAMSParams) -> tuple[MAMS
     metric = euclidean_metric(params.inverse_mass)
     z = jax.random.normal(key_velocity, state.position.shape, state.position.dtype)
     velocity = z / jnp.linalg.norm(z)
-    step_size = params.step_size * (
-        1.0 + params.jitter * jax.random.uniform(key_jitter, minval=-1.0, maxval=1.0)
-    )
+    step_size = jittered_step_size(key_jitter, params.step_size, params.jitter)
     end, kinetic_change = _trajectory(target, metric, state, velocity, step_size,
                                       params.num_leapfrog)
     log_ratio = end.logdensity - state.logdensity - kinetic_change
@@ -159,12 +160,9 @@ def check_params(params: MAMSParams, dim: int | None = None) -> None:
         raise ValueError(f"step_size must be a scalar, got shape {np.shape(params.step_size)}")
     check_positive("step_size", params.step_size)
     check_shape("inverse_mass", params.inverse_mass, dim, matrix=True)
-    num = params.num_leapfrog
-    if int(num) != num or int(num) < 1:
-        raise ValueError(f"num_leapfrog must be an integer >= 1, got {num}")
+    check_num_steps("num_leapfrog", params.num_leapfrog)
     check_inverse_mass(params.inverse_mass)
-    if not 0.0 <= float(params.jitter) < 1.0:
-        raise ValueError(f"jitter must be in [0, 1), got {params.jitter}")
+    check_jitter(params.jitter)
     if dim is not None and dim < 2:
         raise ValueError(f"mams needs a target of dimension >= 2 (isokinetic dynamics), "
                          f"got dimension {dim}")

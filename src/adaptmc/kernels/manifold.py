@@ -51,6 +51,7 @@ from adaptmc.kernels.base import (
     Kernel,
     StepInfo,
     Tunable,
+    check_num_steps,
     check_positive,
     metropolis_hastings,
     select,
@@ -228,9 +229,7 @@ def _check_common(params, dim: int | None = None) -> None:
 
 def _rmhmc_check(params: RMHMCParams, dim: int | None = None) -> None:
     _check_common(params, dim)
-    num = params.num_leapfrog
-    if int(num) != num or int(num) < 1:
-        raise ValueError(f"num_leapfrog must be an integer >= 1, got {num}")
+    check_num_steps("num_leapfrog", params.num_leapfrog)
 
 
 # searched in log scale: the stable step of a position-dependent metric spans decades
