@@ -21,13 +21,10 @@ min ESS, every sampling gradient counted; MAMS: one per integration step). Write
 
     python scripts/kernel_oracle.py stan-diamonds-diamonds 0 [OUT]
 
-``--end-to-end CELLS``: instead, adaptmc's own warm-up (`early_warmup` from the bench's
-starts) and its metric, then MAMS in the metric's frame (acceptance 0.9, ``L = sqrt(d)``)
-keeping every k-th transition (k = 1, 2, 4), every gradient counted (warm-up, MAMS
-adaptation, sampling), against the nutpie low-rank cell of the same target and seed in the
-bench folder ``CELLS`` (``runs/<bench>/cells``).
-
-    python scripts/kernel_oracle.py stan-diamonds-diamonds 0 --end-to-end runs/broad/cells
+Sampling gradients count each chain's own integration steps (what chains run apart would
+compute; BlackJAX's NUTS baseline is counted alike), not the lockstep maximum of the vmapped
+program. The whole run after adaptmc's own warm-up is measured through the product instead:
+``adaptmc sample --mams on``, the bench row ``adaptmc-mams`` (docs/notes/mams-sampling.md).
 """
 import json
 import os
@@ -39,6 +36,7 @@ import numpy as np
 from blackjax.mcmc import adjusted_mclmc_dynamic as amd
 from blackjax.mcmc import integrators
 
+from adaptmc.adaptation.dual_averaging import da_final_step_size, da_init, da_step_size, da_update
 from adaptmc.targets.base import make_target
 from adaptmc_lab.baselines.nuts import nuts
 from adaptmc_lab.bench.config import SamplerOutput, cell_seed
@@ -59,9 +57,10 @@ def scored(target, positions, grads):
 
 
 def mams_chain(logp, key, x0, eps0, length, target_acc):
-    """One MAMS chain: ``ADAPT`` transitions of dual averaging, then ``DRAWS`` at the
-    averaged step; the number of steps uniform on ``[1, 2 length / eps]``. Returns the
-    draws' positions, steps and acceptance, the final step and the adaptation's steps."""
+    """One MAMS chain: ``ADAPT`` transitions of dual averaging
+    (`adaptmc.adaptation.dual_averaging`), then ``DRAWS`` at the averaged step; the number
+    of steps uniform on ``[1, 2 length / eps]``. Returns the draws' positions, steps and
+    acceptance, the final step and the adaptation's steps."""
     def steps(k, mean):
         draw = jnp.round(jax.random.uniform(k, minval=0.0, maxval=2.0) * mean)
         return jnp.clip(draw, 1, 1000).astype(int)
@@ -69,29 +68,27 @@ def mams_chain(logp, key, x0, eps0, length, target_acc):
     kernel = amd.build_kernel(integration_steps_fn=steps,
                               integrator=integrators.isokinetic_velocity_verlet)
 
-    def step(carry, k):
-        state, log_eps, hbar, log_bar, i, adapt = carry
-        eps = jnp.exp(jnp.where(adapt, log_eps, log_bar))
+    def transition(state, k, eps):
         k1, k2 = jax.random.split(k)
         new, info = kernel(k1, state._replace(random_generator_arg=k2), logp, eps,
                            integration_steps_params=(length / eps,))
-        acc = jnp.minimum(1.0, jnp.nan_to_num(info.acceptance_rate))
-        i1 = i + 1.0
-        eta = 1.0 / (i1 + 10.0)
-        hbar2 = (1 - eta) * hbar + eta * (target_acc - acc)
-        log_eps2 = jnp.log(10 * eps0) - jnp.sqrt(i1) / 0.05 * hbar2
-        w = i1 ** -0.75
-        bar2 = w * log_eps2 + (1 - w) * log_bar
-        pick = lambda a, b: jnp.where(adapt, a, b)  # noqa: E731
-        carry = (new, pick(log_eps2, log_eps), pick(hbar2, hbar), pick(bar2, log_bar),
-                 pick(i1, i), adapt)
-        return carry, (new.position, info.num_integration_steps, acc)
+        return new, info, jnp.minimum(1.0, jnp.nan_to_num(info.acceptance_rate))
 
-    carry = (amd.init(x0, logp, jax.random.key(0)), jnp.log(eps0), 0.0, jnp.log(eps0), 0.0, True)
+    def adapting(carry, k):
+        state, da = carry
+        state, info, acc = transition(state, k, da_step_size(da))
+        return (state, da_update(da, acc, target_acc)), info.num_integration_steps
+
+    def sampling(state, k):
+        state, info, acc = transition(state, k, eps)
+        return state, (state.position, info.num_integration_steps, acc)
+
     k_adapt, k_draw = jax.random.split(key)
-    carry, adapted = jax.lax.scan(step, carry, jax.random.split(k_adapt, ADAPT))
-    carry, out = jax.lax.scan(step, carry[:5] + (False,), jax.random.split(k_draw, DRAWS))
-    return out + (jnp.exp(carry[3]), jnp.sum(adapted[1]))
+    start = (amd.init(x0, logp, jax.random.key(0)), da_init(eps0))
+    (state, da), adapted = jax.lax.scan(adapting, start, jax.random.split(k_adapt, ADAPT))
+    eps = da_final_step_size(da)
+    _, out = jax.lax.scan(sampling, state, jax.random.split(k_draw, DRAWS))
+    return out + (eps, jnp.sum(adapted))
 
 
 def main(name, seed_index, out_dir):
@@ -129,45 +126,6 @@ def main(name, seed_index, out_dir):
         json.dump(res, f, indent=1)
 
 
-def end_to_end(name, seed_index, cells):
-    """The warm-up's metric, then MAMS thinned by k; ratios to nutpie low-rank's cell."""
-    from adaptmc.adaptation.early import early_warmup
-    from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
-    from adaptmc_lab.bench.config import bench_starts
-
-    target = get_target(name)
-    seed, dim = cell_seed(name, seed_index), target.dim
-    made = bench_starts(target, seed, CHAINS, 0.5)
-    warm = early_warmup(target, np.asarray(made.positions), jax.random.key(seed), progress=False)
-    metric = warm.inverse_mass
-    if isinstance(metric, LowRankInverseMass):
-        metric = low_rank_dense(metric)
-    metric = np.asarray(metric)
-    factor = jnp.asarray(np.linalg.cholesky(np.diag(metric) if metric.ndim == 1 else metric))
-    logp = lambda z: target.logdensity(factor @ z)  # noqa: E731
-    starts = jax.vmap(lambda x: jax.scipy.linalg.solve_triangular(factor, x, lower=True))(
-        jnp.asarray(warm.positions))
-    with open(f"{cells}/{name}__nutpie-low-rank__s{seed_index}.json") as f:
-        peer = json.load(f)["min_ess_per_1k_grads"]
-    print(name, "d", dim, warm.metric, "warm-up grads", warm.num_grads, flush=True)
-    global DRAWS
-    for k in (1, 2, 4):
-        DRAWS = 1000 * k
-        run = jax.jit(jax.vmap(lambda key, x: mams_chain(logp, key, x, 0.5 * np.sqrt(dim),
-                                                          np.sqrt(dim), 0.9)))
-        xs, ns, _, _, adapted = run(jax.random.split(jax.random.key(seed + 7), CHAINS), starts)
-        kept = jnp.einsum("ij,cnj->cni", factor, xs[:, k - 1::k])
-        before = int(warm.num_grads) + int(np.sum(adapted))
-        e = evaluate(target, SamplerOutput(np.asarray(kept), before, int(np.sum(ns)), 0.0, 0.0,
-                                           0, {}))
-        print(f"  k {k}: ESS/1k grads {e['min_ess_per_1k_grads']:.1f}, "
-              f"{e['min_ess_per_1k_grads'] / peer:.2f}x nutpie low-rank, "
-              f"R-hat {e['max_rhat']:.3f}", flush=True)
-
-
 if __name__ == "__main__":
-    if "--end-to-end" in sys.argv:
-        end_to_end(sys.argv[1], int(sys.argv[2]), sys.argv[sys.argv.index("--end-to-end") + 1])
-    else:
-        main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0,
-             sys.argv[3] if len(sys.argv) > 3 else "runs/kernel-oracle")
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0,
+         sys.argv[3] if len(sys.argv) > 3 else "runs/kernel-oracle")
