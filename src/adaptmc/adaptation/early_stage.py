@@ -75,7 +75,9 @@ class EarlyWarmupStage:
     at a time until ``done``, ``save`` and ``load`` at any chunk, and ``finish`` with
     ``then(EarlyWarmup)`` (what the run goes on with: the recipe's plan after the warm-up);
     ``nuts``: ``"off"``, or whether NUTS may sample after tuning (``"choose"``: when its
-    reward wins, `adaptmc.run.nuts_stage`) or always does (``"always"``).
+    reward wins, `adaptmc.run.nuts_stage`) or always does (``"always"``); ``init_kernel``:
+    the kernel whose states the run starts from the warm-up's positions, if ``then``'s plan
+    does (its program is then compiled while the warm-up runs, `adaptmc.run.loop.init_ahead`).
     """
 
     num_steps: int = 500
@@ -84,6 +86,7 @@ class EarlyWarmupStage:
     target_accept: float = 0.8
     name: str = "warm-up"
     nuts: str = "off"
+    init_kernel: object | None = None
 
     @property
     def num_blocks(self) -> int:

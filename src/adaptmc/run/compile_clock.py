@@ -9,10 +9,14 @@ the compilation that call waited for, whoever compiled it (adaptmc, BlackJAX, Nu
 `compile_events` keeps every event in order, so `census` can name each program a call
 compiled and its trace, lower and compile seconds. A program loaded from the persistent
 compilation cache reports its seconds as a compilation, and JAX's cache-hit event during
-them marks it ``"cached"``.
+them marks it ``"cached"``. Programs compiled in threads of their own while the run goes on
+(`adaptmc.targets.base.compile_ahead`) report from those threads: each event is kept with
+its thread, and a program's events are paired within it.
 """
 
 from __future__ import annotations
+
+import threading
 
 COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
                   "/jax/core/compile/jaxpr_to_mlir_module_duration",
@@ -21,6 +25,8 @@ PHASES = dict(zip(COMPILE_EVENTS, ("trace_s", "lower_s", "compile_s"), strict=Tr
 
 _TOTAL = [0.0]
 _EVENTS: list[tuple[str, str, float]] = []  # (phase, program name, seconds), in order
+_THREADS: list[int] = []  # the thread of each event of `_EVENTS`
+_LOCK = threading.Lock()  # both lists appended together
 _LISTENING: list[bool] = []
 CACHE_HIT = "/jax/compilation_cache/cache_hits"
 
@@ -30,12 +36,16 @@ def _count(event: str, seconds: float, **kwargs) -> None:
         _TOTAL[0] += seconds
         name = str(kwargs.get("fun_name", "?"))  # "f" when traced, "jit(f)" after
         name = name[4:-1] if name.startswith("jit(") and name.endswith(")") else name
-        _EVENTS.append((PHASES[event], name, float(seconds)))
+        with _LOCK:
+            _THREADS.append(threading.get_ident())
+            _EVENTS.append((PHASES[event], name, float(seconds)))
 
 
 def _hit(event: str, **kwargs) -> None:
     if event == CACHE_HIT:  # within the backend compilation of the program it loads
-        _EVENTS.append(("cached", "", 0.0))
+        with _LOCK:
+            _THREADS.append(threading.get_ident())
+            _EVENTS.append(("cached", "", 0.0))
 
 
 def _listen() -> None:
@@ -68,17 +78,19 @@ def census(since: int = 0) -> list[dict]:
     lowering the ones of the same name just before it; a program traced or lowered only
     (found in memory) is one with ``compile_s`` 0."""
     programs: list[dict] = []
-    pending: dict[str, dict] = {}
-    hit = False
-    for phase, name, seconds in _EVENTS[since:]:
+    pending: dict[tuple[int, str], dict] = {}
+    hit: set[int] = set()  # the threads whose next compilation is a cache load
+    with _LOCK:
+        events = list(zip(_EVENTS[since:], _THREADS[since:], strict=True))
+    for (phase, name, seconds), thread in events:
         if phase == "cached":
-            hit = True
+            hit.add(thread)
             continue
-        entry = pending.setdefault(name, {"name": name, "trace_s": 0.0, "lower_s": 0.0,
-                                          "compile_s": 0.0, "cached": False})
+        entry = pending.setdefault((thread, name), {
+            "name": name, "trace_s": 0.0, "lower_s": 0.0, "compile_s": 0.0, "cached": False})
         entry[phase] += seconds
         if phase == "compile_s":
-            entry["cached"], hit = hit, False
-            programs.append(pending.pop(name))
+            entry["cached"] = thread in hit
+            hit.discard(thread)
+            programs.append(pending.pop((thread, name)))
     return programs + list(pending.values())
-

@@ -35,7 +35,12 @@ from adaptmc.run import checks, faults, store
 from adaptmc.run.compile_clock import census, compile_events, compile_seconds
 from adaptmc.run.idata import describe_tuning, to_inference_data
 from adaptmc.run.lock import owning
-from adaptmc.run.loop import checked_jitter, default_starts, initial_positions_checked
+from adaptmc.run.loop import (
+    checked_jitter,
+    default_starts,
+    init_ahead,
+    initial_positions_checked,
+)
 from adaptmc.run.nuts_stage import NutsSample, choose_sampler
 from adaptmc.run.plan import Plan, RunOptions, as_plan, run_keys, run_start
 from adaptmc.run.resume import load_warmup, start_super_transitions, write_warmup
@@ -148,6 +153,8 @@ class Context:
             tick, compiled_before = time.perf_counter(), compile_seconds()
             state = stage.start(self.target, np.asarray(self.starts), self.keys["warmup"],
                                 None if self.options.progress else False)
+            if getattr(stage, "init_kernel", None) is not None:  # compiled during the warm-up
+                init_ahead(self.target, stage.init_kernel, np.asarray(self.starts))
             if self.options.resume:
                 fresh = getattr(state, "num_grads", 0)
                 state, loaded = load_warmup(stage, state, self.folder.run_dir)

@@ -8,6 +8,7 @@ names and an initial position.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -196,7 +197,32 @@ def compiled(target: Target, key: Any, make: Callable[[], Any]) -> Any:
         return make()
     if key not in programs:
         programs[key] = make()
+    ahead = programs.pop(("ahead", key), None)  # compiling in a thread (`compile_ahead`)
+    if ahead is not None:
+        ahead.join()
     return programs[key]
+
+
+def compile_ahead(target: Target, key: Any, *args) -> None:
+    """Start lowering and compiling the program stored on ``target`` under ``key``
+    (`compiled`; a ``jax.jit`` function) for ``args`` (their shapes and dtypes:
+    ``jax.ShapeDtypeStruct`` or arrays) in a thread of its own: XLA compiles it on another
+    core while the run goes on, and `compiled` waits for that thread before it hands the
+    program out, whose first call then finds it compiled (the same program: the same
+    bits). A failure is left for that call to raise."""
+    programs = getattr(target, "programs", None)
+    if programs is None or ("ahead", key) in programs:
+        return
+
+    def lower_and_compile():
+        try:
+            programs[key].lower(*args).compile()
+        except Exception:  # noqa: BLE001 - the program's own call compiles and raises it
+            return
+
+    thread = threading.Thread(target=lower_and_compile, name="adaptmc-compile", daemon=True)
+    programs[("ahead", key)] = thread
+    thread.start()
 
 
 def with_reference(target: Target, reference: Reference) -> Target:
