@@ -113,6 +113,15 @@ def warmup_rank(dim: int, metric: str = "auto") -> int:
     return min(math.ceil(dim / 4), 64)
 
 
+def chunk_ahead(target, positions, key, rank: int, target_accept: float) -> None:
+    """Start compiling the warm-up's chunk program for chains at positions like ``positions:
+    (chains, dim)`` from a key like ``key`` (arrays or their ``jax.ShapeDtypeStruct``) in
+    a thread of its own (`compile_chunk_ahead`): it compiles on another core while the
+    run computes its starts and the first program runs."""
+    first_out = jax.eval_shape(first_program(target), key, positions, 10.0)
+    compile_chunk_ahead(target, target_accept, rank, first_out, positions)
+
+
 def schedule(num_steps: int) -> tuple[int, int]:
     """``(early_end, final_start)``: the transitions of the early phase and the first of the
     final, step-size-only window, both multiples of `CHUNK`."""
@@ -130,11 +139,9 @@ class _Chains:
         self.target, self.rank, self.key = target, rank, key
         self.compile_s, self.calls, self.started = 0.0, 0, time.perf_counter()
         chains = positions.shape[0]
-        first = first_program(target)
-        # the chunk program compiles on another core while the first program runs
-        compile_chunk_ahead(target, target_accept, rank,
-                            jax.eval_shape(first, key, positions, 10.0), positions)
-        self.key, logdensity, grad, inverse_mass, self.da, grads = first(key, positions, 10.0)
+        chunk_ahead(target, positions, key, rank, target_accept)  # if not started before
+        self.key, logdensity, grad, inverse_mass, self.da, grads = first_program(target)(
+            key, positions, 10.0)
         from blackjax.mcmc.hmc import HMCState
 
         self.state = HMCState(positions, logdensity, grad)

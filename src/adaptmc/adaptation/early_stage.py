@@ -21,7 +21,9 @@ from adaptmc.adaptation.early import (
     EarlyWarmup,
     _Chains,
     chains_result,
+    chunk_ahead,
     start_chains,
+    warmup_rank,
 )
 from adaptmc.adaptation.low_rank import LowRankInverseMass
 from adaptmc.adaptation.nuts_sampling import nuts_arm
@@ -96,6 +98,15 @@ class EarlyWarmupStage:
         return start_chains(target, positions, key, num_steps=self.num_steps,
                             metric=self.metric, target_accept=self.target_accept,
                             progress=progress)
+
+    def compile_ahead(self, target, chains: int) -> None:
+        """Start compiling the chunk program (`early.chunk_ahead`) for ``chains`` chains at
+        default starts (the target's dtype), before the run has computed them."""
+        dtype = jax.dtypes.canonicalize_dtype(np.asarray(target.initial_position).dtype)
+        positions = jax.ShapeDtypeStruct((chains, target.dim), dtype)
+        key = jax.eval_shape(jax.random.key, 0)
+        chunk_ahead(target, positions, key, warmup_rank(target.dim, self.metric),
+                    self.target_accept)
 
     def step(self, run: _Chains) -> _Chains:
         run.advance()

@@ -118,6 +118,8 @@ class Context:
             raise ValueError(f"seed must be an integer in [0, 2**63), got {seed}")
         self.starts, self.initial_states = options.initial_positions, options.initial_states
         default = plan.warmup is not None and self.initial_states is None and self.starts is None
+        if default and hasattr(plan.warmup, "compile_ahead"):  # while the starts are made
+            plan.warmup.compile_ahead(target, options.num_chains)
         # the run's keys and its default starts (`default_positions`') in one program
         self.keys, starts = run_start(seed, target.initial_position, options.num_chains,
                                       checked_jitter(options.init_jitter)) \
