@@ -118,8 +118,9 @@ def chunk_ahead(target, positions, key, rank: int, target_accept: float) -> None
     (chains, dim)`` from a key like ``key`` (arrays or their ``jax.ShapeDtypeStruct``) in
     a thread of its own (`compile_chunk_ahead`): it compiles on another core while the
     run computes its starts and the first program runs."""
-    first_out = jax.eval_shape(first_program(target), key, positions, 10.0)
-    compile_chunk_ahead(target, target_accept, rank, first_out, positions)
+    if chunk_key(target_accept, rank) not in target.programs:
+        first_out = jax.eval_shape(first_program(target), key, positions, 10.0)
+        compile_chunk_ahead(target, target_accept, rank, first_out, positions)
 
 
 def schedule(num_steps: int) -> tuple[int, int]:

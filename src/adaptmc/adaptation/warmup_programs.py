@@ -92,10 +92,6 @@ def compile_chunk_ahead(target, target_accept: float, rank: int, first_out,
     rows the warm-up will give it: their shapes and dtypes from ``first_out`` (the first
     program's outputs as `jax.eval_shape` gives them) and ``positions: (chains, dim)``.
     XLA compiles it on another core while the first program runs."""
-    cache_key = chunk_key(target_accept, rank)
-    if cache_key in target.programs:
-        return
-    compiled(target, cache_key, lambda: chunk_program(target, target_accept))
     from blackjax.mcmc.hmc import HMCState
 
     chains, dim = positions.shape
@@ -106,7 +102,8 @@ def compile_chunk_ahead(target, target_accept: float, rank: int, first_out,
     rows = (jax.ShapeDtypeStruct((chains,), key.dtype), state, da,
             tuple(jax.ShapeDtypeStruct(s, real) for s in shapes),
             jax.ShapeDtypeStruct((chains,), real))
-    compile_ahead(target, cache_key, rows)
+    compile_ahead(target, chunk_key(target_accept, rank),
+                  lambda: chunk_program(target, target_accept), rows)
 
 
 def split(key, chains: int, fold: int | None = None):

@@ -50,7 +50,8 @@ def posterior_variables(target, positions: np.ndarray) -> dict[str, np.ndarray]:
     constrain = getattr(target, "constrain", None)
     named = _as_it_is(_variables_fn(target), flat)
     if named is None:
-        named = _variables_program(target, rows, flat.dtype)(flat)
+        named = compiled(target, ("posterior_variables", rows, str(flat.dtype)),
+                         lambda: _variables_program(target))(flat)
     count = int(np.prod(batch))
     if constrain is not None:
         return {str(k): np.asarray(v)[:count].reshape(batch + v.shape[1:])
@@ -65,11 +66,9 @@ def variables_ahead(target, shape: tuple[int, ...], dtype) -> None:
     own (`compile_ahead`); nothing for a target whose variables are its positions."""
     rows = _rows(int(np.prod(shape[:-1])))
     flat = jax.ShapeDtypeStruct((rows, shape[-1]), jax.dtypes.canonicalize_dtype(dtype))
-    if ("posterior_variables", rows, str(flat.dtype)) in target.programs or \
-            _as_it_is(_variables_fn(target), flat) is not None:
-        return
-    _variables_program(target, rows, flat.dtype)
-    compile_ahead(target, ("posterior_variables", rows, str(flat.dtype)), flat)
+    if _as_it_is(_variables_fn(target), flat) is None:
+        compile_ahead(target, ("posterior_variables", rows, str(flat.dtype)),
+                      lambda: _variables_program(target), flat)
 
 
 def _rows(n: int) -> int:
@@ -81,9 +80,8 @@ def _variables_fn(target):
     return constrain if constrain is not None else target.unravel
 
 
-def _variables_program(target, rows: int, dtype):
-    return compiled(target, ("posterior_variables", rows, str(dtype)),
-                    lambda: jax.jit(jax.vmap(_variables_fn(target))))
+def _variables_program(target):
+    return jax.jit(jax.vmap(_variables_fn(target)))
 
 
 def _as_it_is(fn, flat: np.ndarray):

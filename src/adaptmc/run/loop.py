@@ -250,24 +250,22 @@ _jittered = functools.partial(jax.jit, static_argnums=(2,), compiler_options=QUI
 def init_states(target: Target, kernel: Kernel, positions):
     """Every chain's kernel state at ``positions: (chains, dim)``, in one compiled call
     (vmapped op by op, each primitive of the model would compile on its own)."""
-    return _init_program(target, kernel)(positions)
+    return compiled(target, ("init", kernel), lambda: _init_program(target, kernel))(positions)
 
 
 def init_ahead(target: Target, kernel: Kernel, positions: np.ndarray) -> None:
     """Start compiling `init_states`' program for positions like ``positions: (chains,
     dim)`` (their shape and dtype, as the warm-up returns them) in a thread of its own
     (`compile_ahead`), while the warm-up runs."""
-    if ("init", kernel) not in target.programs:
-        _init_program(target, kernel)
-        compile_ahead(target, ("init", kernel), jax.ShapeDtypeStruct(
-            positions.shape, jax.dtypes.canonicalize_dtype(positions.dtype)))
+    compile_ahead(target, ("init", kernel), lambda: _init_program(target, kernel),
+                  jax.ShapeDtypeStruct(positions.shape,
+                                       jax.dtypes.canonicalize_dtype(positions.dtype)))
 
 
 def _init_program(target: Target, kernel: Kernel):
     # at the default level: the states' log densities and gradients start the chains, and
     # -O0 computes some models' gradients differently in the last bits (gp_pois_regr: 7e-15)
-    return compiled(target, ("init", kernel),
-                    lambda: jax.jit(jax.vmap(lambda x: kernel.init(x, target))))
+    return jax.jit(jax.vmap(lambda x: kernel.init(x, target)))
 
 
 def super_transition_keys(key, index: int, num_chains: int, count: int = 1):

@@ -203,20 +203,27 @@ def compiled(target: Target, key: Any, make: Callable[[], Any]) -> Any:
     return programs[key]
 
 
-def compile_ahead(target: Target, key: Any, *args) -> None:
-    """Start lowering and compiling the program stored on ``target`` under ``key``
-    (`compiled`; a ``jax.jit`` function) for ``args`` (their shapes and dtypes:
+COMPILE_AHEAD = True
+"""Whether `compile_ahead` compiles in threads (False: each program compiles at its first
+call, in the caller's thread)."""
+
+
+def compile_ahead(target: Target, key: Any, make: Callable[[], Any], *args) -> None:
+    """Start lowering and compiling the program ``make()`` (a ``jax.jit`` function), stored
+    on ``target`` under ``key`` (`compiled`), for ``args`` (their shapes and dtypes:
     ``jax.ShapeDtypeStruct`` or arrays) in a thread of its own: XLA compiles it on another
     core while the run goes on, and `compiled` waits for that thread before it hands the
     program out, whose first call then finds it compiled (the same program: the same
-    bits). A failure is left for that call to raise."""
+    bits). A failure is left for that call to raise. Nothing when the program is stored
+    already."""
     programs = getattr(target, "programs", None)
-    if programs is None or ("ahead", key) in programs:
+    if not COMPILE_AHEAD or programs is None or key in programs:
         return
+    program = compiled(target, key, make)
 
     def lower_and_compile():
         try:
-            programs[key].lower(*args).compile()
+            program.lower(*args).compile()
         except Exception:  # noqa: BLE001 - the program's own call compiles and raises it
             return
 
