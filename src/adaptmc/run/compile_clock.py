@@ -73,10 +73,13 @@ def compile_events() -> int:
 
 def census(since: int = 0) -> list[dict]:
     """Every program compiled since the mark ``since`` (`compile_events`), in order: a dict
-    ``{"name", "trace_s", "lower_s", "compile_s", "cached"}`` per program given to XLA (a
-    backend compilation, or ``cached``: loaded from the persistent cache), its trace and
-    lowering the ones of the same name just before it; a program traced or lowered only
-    (found in memory) is one with ``compile_s`` 0."""
+    ``{"name", "trace_s", "lower_s", "compile_s", "cached", "ahead"}`` per program given
+    to XLA (a backend compilation, or ``cached``: loaded from the persistent cache), its
+    trace and lowering the ones of the same name just before it in its thread; ``ahead``:
+    compiled in another thread than the caller's (`adaptmc.targets.base.compile_ahead`),
+    while the caller went on; a program traced or lowered only (found in memory) is one
+    with ``compile_s`` 0."""
+    caller = threading.get_ident()
     programs: list[dict] = []
     pending: dict[tuple[int, str], dict] = {}
     hit: set[int] = set()  # the threads whose next compilation is a cache load
@@ -87,7 +90,8 @@ def census(since: int = 0) -> list[dict]:
             hit.add(thread)
             continue
         entry = pending.setdefault((thread, name), {
-            "name": name, "trace_s": 0.0, "lower_s": 0.0, "compile_s": 0.0, "cached": False})
+            "name": name, "trace_s": 0.0, "lower_s": 0.0, "compile_s": 0.0, "cached": False,
+            "ahead": thread != caller})
         entry[phase] += seconds
         if phase == "compile_s":
             entry["cached"] = thread in hit
