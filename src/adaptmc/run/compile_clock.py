@@ -5,7 +5,10 @@ it to an MLIR module and had XLA compile it (``jax._src.dispatch``'s three durat
 events, each with the program's ``fun_name``), for every program: the main ones, small
 helpers and the operations run eagerly outside any ``jit``, each compiled on first use.
 `compile_seconds` keeps their running sum in this process; its difference over a call is
-the compilation that call waited for, whoever compiled it (adaptmc, BlackJAX, NumPyro).
+the compilation that call waited for, whoever compiled it (adaptmc, BlackJAX, NumPyro): the
+events of the callers' threads, and for a program compiled alongside (in a thread of
+`adaptmc.targets.base.compile_ahead`, whose own events are not waited for and not summed
+there) the seconds a caller waited for it to finish.
 `compile_events` keeps every event in order, so `census` can name each program a call
 compiled and its trace, lower and compile seconds. A program loaded from the persistent
 compilation cache reports its seconds as a compilation, and JAX's cache-hit event during
@@ -17,6 +20,8 @@ its thread, and a program's events are paired within it.
 from __future__ import annotations
 
 import threading
+
+from adaptmc.targets.base import AHEAD_THREAD, AHEAD_WAITED
 
 COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
                   "/jax/core/compile/jaxpr_to_mlir_module_duration",
@@ -33,7 +38,8 @@ CACHE_HIT = "/jax/compilation_cache/cache_hits"
 
 def _count(event: str, seconds: float, **kwargs) -> None:
     if event in COMPILE_EVENTS:
-        _TOTAL[0] += seconds
+        if threading.current_thread().name != AHEAD_THREAD:
+            _TOTAL[0] += seconds
         name = str(kwargs.get("fun_name", "?"))  # "f" when traced, "jit(f)" after
         name = name[4:-1] if name.startswith("jit(") and name.endswith(")") else name
         with _LOCK:
@@ -58,10 +64,11 @@ def _listen() -> None:
 
 
 def compile_seconds() -> float:
-    """Seconds JAX has spent tracing, lowering and compiling in this process since the first
-    call (which registers the listener: call it before the work to be measured)."""
+    """Seconds this process's callers have waited for JAX's tracing, lowering and
+    compiling since the first call (which registers the listener: call it before the work
+    to be measured): their own threads' and their waits for programs compiled alongside."""
     _listen()
-    return _TOTAL[0]
+    return _TOTAL[0] + AHEAD_WAITED[0]
 
 
 def compile_events() -> int:

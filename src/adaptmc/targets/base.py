@@ -9,6 +9,7 @@ names and an initial position.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -199,13 +200,20 @@ def compiled(target: Target, key: Any, make: Callable[[], Any]) -> Any:
         programs[key] = make()
     ahead = programs.pop(("ahead", key), None)  # compiling in a thread (`compile_ahead`)
     if ahead is not None:
+        tick = time.perf_counter()
         ahead.join()
+        AHEAD_WAITED[0] += time.perf_counter() - tick
     return programs[key]
 
 
 COMPILE_AHEAD = True
 """Whether `compile_ahead` compiles in threads (False: each program compiles at its first
 call, in the caller's thread)."""
+AHEAD_THREAD = "adaptmc-compile"
+"""The name of `compile_ahead`'s threads."""
+AHEAD_WAITED = [0.0]
+"""Seconds this process waited in `compiled` for a program `compile_ahead` had not finished
+(part of the compilation a caller waits for, `adaptmc.run.compile_clock`)."""
 
 
 def compile_ahead(target: Target, key: Any, make: Callable[[], Any], *args) -> None:
@@ -227,7 +235,7 @@ def compile_ahead(target: Target, key: Any, make: Callable[[], Any], *args) -> N
         except Exception:  # noqa: BLE001 - the program's own call compiles and raises it
             return
 
-    thread = threading.Thread(target=lower_and_compile, name="adaptmc-compile", daemon=True)
+    thread = threading.Thread(target=lower_and_compile, name=AHEAD_THREAD, daemon=True)
     programs[("ahead", key)] = thread
     thread.start()
 
