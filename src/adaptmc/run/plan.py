@@ -21,7 +21,6 @@ import numpy as np
 
 from adaptmc import tuners
 from adaptmc.kernels.base import Kernel
-from adaptmc.run import host_keys
 from adaptmc.targets.base import QUICK_COMPILE
 from adaptmc.tuners.base import Tuner
 
@@ -145,8 +144,6 @@ def run_start(seed: int, start, num_chains: int, init_jitter: float):
     default starts ``start + U(-init_jitter, init_jitter)`` per chain and coordinate from
     its ``"init"`` key (`jittered`), in one compiled program (`run_keys` and
     `adaptmc.run.loop._jittered`, called apart, compile two)."""
-    if host_keys.available():  # the same bits, no program (`adaptmc.run.host_keys`)
-        return host_keys.run_start(seed, start, num_chains, init_jitter)
     return _keys_and_starts(np.int64(seed), start, num_chains, init_jitter)
 
 
