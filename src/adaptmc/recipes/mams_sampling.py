@@ -9,13 +9,18 @@ Metropolis-adjusted microcanonical sampling (Robnik, Cohn-Gordon & Seljak 2025;
    transitions, on the chains' mean acceptance probability (one step for all chains, so
    every chain runs the same number of steps), from ``eps0 = eps_w sqrt(d)``: HMC's
    warm-up step ``eps_w`` moves a momentum of norm ~``sqrt(d)``, MAMS's velocity has unit
-   norm. The trajectory length is the paper's starting ``L = sqrt(d)`` in the metric's
-   units (not tuned here); a transition runs ``max(1, round(L / eps))`` steps at the
-   current ``eps``, its step jittered by `JITTER` (Neal 2011, Sec. 5.4.2.2) so that its
-   length is random at a fixed cost.
-2. **Measurement**: `MEASURE_TRANSITIONS` transitions at the averaged (final) step, whose
-   robust ESS per transition ``r1`` (`adaptmc.objectives.robust_ess_per_grad`: the slowest
-   of bulk ``x``, bulk ``x^2`` and tails) sets the thinning (`thinning`).
+   norm. The first trajectory length is the paper's starting ``L = sqrt(d)`` in the
+   metric's units; a transition runs ``max(1, round(L / eps))`` steps at the current
+   ``eps``, its step jittered by `JITTER` (Neal 2011, Sec. 5.4.2.2) so that its length is
+   random at a fixed cost. `MEASURE_TRANSITIONS` transitions at the averaged step follow.
+2. **Trajectory length** from those transitions' autocorrelation (`trajectory_length`:
+   the MCLMC rule ``L = c eps n_eff``, as a Newton step); if it changes the steps per
+   transition, `READAPT_TRANSITIONS` of dual averaging with the new number of steps fixed
+   (the cost per transition constant) and `MEASURE_TRANSITIONS` more at the new step
+   (`tune`).
+   The robust ESS per transition ``r1`` of the last stage's draws (`pooled`)
+   (`adaptmc.objectives.robust_ess_per_grad`: the slowest of bulk ``x``, bulk ``x^2`` and
+   tails) sets the thinning (`thinning`).
 3. **Sampling**: ``draws`` kept draws per chain, every ``k``-th transition, by the run's
    super-transitions (``KEPT_PER_BLOCK`` kept draws each).
 
@@ -86,7 +91,9 @@ class Adapted(NamedTuple):
     """What `adapt_and_measure` returns: the chains' MAMS states ``(chains,)``, the final
     step and steps per transition, the measurement's positions ``(chains, n, dim)`` and
     acceptance probabilities ``(chains, n)``, its divergences, the dual averaging's mean
-    acceptance over its last half, and the gradients spent over all chains."""
+    acceptance over its last half, the gradients spent over all chains, and the dual
+    averaging's last half: its positions ``(chains, adapt // 2, dim)`` and steps per
+    transition ``(adapt // 2,)``."""
 
     states: object
     step_size: float
@@ -96,6 +103,20 @@ class Adapted(NamedTuple):
     divergences: int
     adapt_acceptance: float
     num_grads: int
+    tail_positions: np.ndarray
+    tail_steps: np.ndarray
+
+
+def pooled(adapted: Adapted) -> np.ndarray:
+    """The draws ``(chains, n, dim)`` of ``adapted``'s kernel (its number of steps): the
+    dual averaging's last half followed by the measurement when every transition of that
+    half ran the final number of steps (its step within the averaging's last wanderings of
+    the final one), else the measurement alone: draws already paid for, 1.5 times the
+    measurement's, for ``r1`` and ``tau`` (docs/notes/mams-sampling.md: the ``r1`` of two
+    consecutive 100-transition windows differed 3.4x)."""
+    if adapted.tail_steps.size and np.all(adapted.tail_steps == adapted.num_leapfrog):
+        return np.concatenate([adapted.tail_positions, adapted.positions], axis=1)
+    return adapted.positions
 
 
 def steps_for(length, step_size):
@@ -125,9 +146,10 @@ def _program(target, chains: int, adapt: int, measure: int):
             n = steps(da_step_size(da))
             states, info = transition(states, key, da_step_size(da), n, inverse_mass)
             accept = jnp.mean(info.acceptance_rate)
-            return (states, da_update(da, accept, TARGET_ACCEPT)), (accept, n)
+            return (states, da_update(da, accept, TARGET_ACCEPT)), (accept, n,
+                                                                    states.position)
 
-        (states, da), (accept, n_adapt) = jax.lax.scan(
+        (states, da), (accept, n_adapt, xs_adapt) = jax.lax.scan(
             adapting, (states, da_init(eps0, ten)), jax.random.split(key_adapt, adapt))
         eps = da_final_step_size(da)
 
@@ -138,8 +160,10 @@ def _program(target, chains: int, adapt: int, measure: int):
         states, (xs, acc, div) = jax.lax.scan(measuring, states,
                                               jax.random.split(key_measure, measure))
         grads = chains * (1 + jnp.sum(n_adapt) + measure * steps(eps))
+        tail = adapt // 2  # the averaging's second half: steps near the final one
         return (states, eps, steps(eps), jnp.swapaxes(xs, 0, 1), acc.T,
-                jnp.sum(div), jnp.mean(accept[adapt // 2:]), grads)
+                jnp.sum(div), jnp.mean(accept[tail:]), grads,
+                jnp.swapaxes(xs_adapt[tail:], 0, 1), n_adapt[tail:])
 
     return jax.jit(program)
 
@@ -161,9 +185,9 @@ def adapt_and_measure(target, positions, inverse_mass, step_size: float, key, *,
     dtype = positions.dtype
     out = program(key, positions, inverse_mass, dtype.type(step_size), dtype.type(length),
                   np.int32(fixed_steps), dtype.type(ten))
-    states, eps, n, xs, acc, div, adapt_acc, grads = out
+    states, eps, n, xs, acc, div, adapt_acc, grads, xs_tail, n_tail = out
     return Adapted(states, float(eps), int(n), np.asarray(xs), np.asarray(acc), int(div),
-                   float(adapt_acc), int(grads))
+                   float(adapt_acc), int(grads), np.asarray(xs_tail), np.asarray(n_tail))
 
 
 def trajectory_length(positions: np.ndarray, length: float) -> tuple[float, float]:
@@ -259,7 +283,7 @@ def tune(target, positions, inverse_mass, step_size: float, key) -> Tuned:
     first = adapt_and_measure(target, positions, inverse_mass, step_size, key,
                               length=length0)
     ran = first.step_size * first.num_leapfrog  # the length the measured chains ran
-    length, tau = trajectory_length(first.positions, ran)
+    length, tau = trajectory_length(pooled(first), ran)
     steps = int(steps_for(length, first.step_size))
     if steps == first.num_leapfrog:
         return Tuned(first, first, length, tau, first.num_grads)
@@ -286,7 +310,8 @@ def mams_record(tuned: Tuned, eps0: float, r1: float, overhead: float, k_star: f
             "measure_transitions": MEASURE_TRANSITIONS,
             "measure_acceptance": float(np.mean(adapted.acceptance)),
             "measure_divergences": adapted.divergences, "num_grads": tuned.num_grads,
-            "r1": r1, "grads_per_transition": adapted.num_leapfrog,
+            "r1": r1, "r1_transitions": int(np.shape(pooled(adapted))[1]),
+            "grads_per_transition": adapted.num_leapfrog,
             "overhead_per_draw": overhead, "k_star": k_star, "thin": k}
 
 
@@ -302,7 +327,7 @@ def mams_prepared(warm, *, target, key, draws: int, options: dict, record) -> Pr
     eps0 = float(np.mean(warm.step_size)) * math.sqrt(dim)
     tuned = tune(target, warm.positions, warm.inverse_mass, eps0, key)
     adapted = tuned.adapted
-    r1 = per_transition_ess(adapted.positions)
+    r1 = per_transition_ess(pooled(adapted))
     g = adapted.num_leapfrog
     overhead = (warm.num_grads + tuned.num_grads) / chains / draws
     k_star, k = thinning(r1, g, overhead)
