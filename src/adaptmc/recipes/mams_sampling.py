@@ -284,7 +284,7 @@ def tune(target, positions, inverse_mass, step_size: float, key) -> Tuned:
                               length=length0)
     ran = first.step_size * first.num_leapfrog  # the length the measured chains ran
     length, tau = trajectory_length(pooled(first), ran)
-    steps = int(steps_for(length, first.step_size))
+    steps = max(1, round(length / first.step_size))  # `steps_for` on the host
     if steps == first.num_leapfrog:
         return Tuned(first, first, length, tau, first.num_grads)
     second = adapt_and_measure(target, np.asarray(first.states.position), inverse_mass,
