@@ -134,11 +134,13 @@ def _program(target, chains: int, adapt: int, measure: int):
         states, info = step(jax.random.split(key, chains), states, params)
         return states, info
 
-    def program(key, positions, inverse_mass, eps0, length, fixed_steps, ten):
+    def program(key, positions, inverse_mass, eps0, length, fixed_steps, ten, stage):
         def steps(eps):  # the trajectory's steps at ``eps``, or ``fixed_steps`` if > 0
             return jnp.where(fixed_steps > 0, fixed_steps, steps_for(length, eps))
 
         states = jax.vmap(lambda x: mams.init(x, target))(positions)
+        key = jax.lax.cond(stage > 1, lambda k: jax.random.fold_in(k, stage), lambda k: k,
+                           key)  # in the program: no eager fold_in of its own
         key_adapt, key_measure = jax.random.split(jax.random.fold_in(key, 1))
 
         def adapting(carry, key):
@@ -169,22 +171,22 @@ def _program(target, chains: int, adapt: int, measure: int):
 
 
 def adapt_and_measure(target, positions, inverse_mass, step_size: float, key, *,
-                      length: float, fixed_steps: int = 0, ten: float = 10.0,
+                      length: float, fixed_steps: int = 0, ten: float = 10.0, stage: int = 1,
                       adapt: int = ADAPT_TRANSITIONS,
                       measure: int = MEASURE_TRANSITIONS) -> Adapted:
     """MAMS from ``positions: (chains, dim)`` under ``inverse_mass``: ``adapt`` transitions
     of dual averaging from ``step_size`` (the isokinetic step; shrinking toward
     ``log(ten step_size)``), then ``measure`` at the averaged step, in one compiled program
     stored on the target. A transition runs ``fixed_steps`` steps if positive, else
-    ``round(length / eps)`` at its step ``eps``. ``key``: a PRNG key (the warm-up's,
-    folded)."""
+    ``round(length / eps)`` at its step ``eps``. ``key``: a PRNG key (the warm-up's),
+    folded with ``stage`` when it is above 1."""
     positions = np.asarray(positions)
     chains, dim = positions.shape
     program = compiled(target, ("mams-adaptation", chains, adapt, measure),
                        lambda: _program(target, chains, adapt, measure))
     dtype = positions.dtype
     out = program(key, positions, inverse_mass, dtype.type(step_size), dtype.type(length),
-                  np.int32(fixed_steps), dtype.type(ten))
+                  np.int32(fixed_steps), dtype.type(ten), np.int32(stage))
     states, eps, n, xs, acc, div, adapt_acc, grads, xs_tail, n_tail = out
     return Adapted(states, float(eps), int(n), np.asarray(xs), np.asarray(acc), int(div),
                    float(adapt_acc), int(grads), np.asarray(xs_tail), np.asarray(n_tail))
@@ -288,8 +290,8 @@ def tune(target, positions, inverse_mass, step_size: float, key) -> Tuned:
     if steps == first.num_leapfrog:
         return Tuned(first, first, length, tau, first.num_grads)
     second = adapt_and_measure(target, np.asarray(first.states.position), inverse_mass,
-                               first.step_size, jax.random.fold_in(key, 2), length=length,
-                               fixed_steps=steps, ten=1.0, adapt=READAPT_TRANSITIONS)
+                               first.step_size, key, length=length, fixed_steps=steps,
+                               ten=1.0, stage=2, adapt=READAPT_TRANSITIONS)
     return Tuned(second, first, length, tau, first.num_grads + second.num_grads)
 
 
