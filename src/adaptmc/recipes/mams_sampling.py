@@ -198,7 +198,8 @@ def trajectory_length(positions: np.ndarray, length: float) -> tuple[float, floa
     mean over coordinates of their transitions per effective draw (Geyer's initial monotone
     sequence, chains pooled: `adaptmc.objectives.geyer_fractions`).
 
-    The MCLMC rule (Robnik et al. 2023, Sec. 3.3; BlackJAX's ``make_adaptation_L``, whose
+    The MCLMC rule (Robnik, De Luca, Silverstein & Seljak 2023, "Microcanonical
+    Hamiltonian Monte Carlo", its tuning of ``L``; BlackJAX's ``make_adaptation_L``, whose
     constant `LENGTH_FACTOR` = 0.4 we use) sets ``L = c eps n_eff``, ``n_eff = n tau`` the
     steps per effective draw, i.e. ``L_rule = c length tau``: its fixed point is where
     ``c tau(L) = 1``. One application from a short ``length`` overshoots: a trajectory
@@ -208,9 +209,11 @@ def trajectory_length(positions: np.ndarray, length: float) -> tuple[float, floa
         L' = length sqrt(c tau),
 
     the Newton step of ``log c tau(L) = 0`` in ``log L`` where ``tau ~ L^-2``: for an
-    isotropic Gaussian of sd ``s`` per coordinate (in the metric's units) it lands at the
-    fixed point ``~s sqrt(d)`` times a constant, whatever ``length``; with ``tau`` averaged
-    over coordinates of sds ``s_i`` it is ``~sqrt(sum s_i^2)``, the trace rule the MAMS
+    isotropic Gaussian of sd ``s`` per coordinate (in the metric's units) it lands near the
+    fixed point, ``~s sqrt(d)`` times a constant (tests/test_mams_length.py: from 1.9x it; a
+    length too long makes independent draws, ``tau = 1``, ``L' = 0.63 length``); with
+    ``tau`` averaged over coordinates of sds ``s_i`` it is ``~sqrt(sum s_i^2)`` (from 0.6x
+    it in the same tests), the trace rule the MAMS
     paper's tuning starts ``L`` from (Robnik, Cohn-Gordon & Seljak 2025; BlackJAX's
     ``adjusted_mclmc_make_L_step_size_adaptation``). Clipped to
     ``length [1 / MAX_LENGTH_CHANGE, MAX_LENGTH_CHANGE]``; ``length`` itself (and NaN) when
