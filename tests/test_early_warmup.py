@@ -180,3 +180,18 @@ def test_far_chains_finds_the_odd_chain_and_none_among_agreeing_ones():
     draws[2] += np.array([0.0, 8.0, 0.0])
     assert far_chains(draws, lp - 5.0 * (np.arange(4) == 2)[:, None]) == [(2, True)]
     assert far_chains(draws[:2], lp[:2]) == []
+
+
+def test_chains_in_two_modes_give_the_metric_of_one_mode_not_of_the_gap():
+    """Two chains near -10, two near +10, unit scale in each mode: pooled about a common
+    mean the variance is ~101 (the gap), within each chain ~1; the metric must be the
+    latter for the estimate and for the final choice."""
+    rng = np.random.default_rng(3)
+    modes = np.array([-10.0, -10.0, 10.0, 10.0])[:, None, None]
+    draws = modes + rng.normal(size=(4, 200, 3))
+    grads = -(draws - modes)
+    found = metric_choice.estimate(draws, grads, "diag", 1, None)
+    assert np.allclose(found.diag, 1.0, rtol=0.2)
+    _, fitted, _ = metric_choice.choose_final(draws, grads, gaussian(np.zeros(3), 1.0),
+                                              "diag", 1)
+    assert np.allclose(fitted.diag, 1.0, rtol=0.2)

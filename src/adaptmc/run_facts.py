@@ -118,7 +118,8 @@ def mams_line(record: dict) -> str:
     and the thinning the run measured."""
     every = _ordinal(int(record["thin"]))
     return (f"MAMS step {record['step_size']:.3g} x {record['num_leapfrog']} steps "
-            f"(L = sqrt(d), acceptance {record['target_accept']:g} by dual averaging); every "
+            f"(trajectory length from the chains' autocorrelation, acceptance "
+            f"{record['target_accept']:g} by dual averaging); every "
             f"{every}transition kept (k* = {record['k_star']:.3g} from ESS per transition "
             f"{record['r1']:.3g}, {record['overhead_per_draw']:.3g} gradients per chain per "
             "draw before the first)")

@@ -18,6 +18,11 @@ that fits noise is judged by what it does on draws it has not seen:
 
 The candidate with the smallest ``sqrt(kappa) x cost`` wins; a richer one must beat a simpler
 one by `RICHER_MARGIN`, since both numbers are estimates from a few hundred draws.
+
+Draws and gradients are pooled over the chains after each chain's own mean is taken out
+(`within_chains`: the within-chain covariance ``W`` of Gelman & Rubin 1992), so that a chain
+in another mode, or one still on its way in, adds its distance from the others to no
+variance; nutpie and Stan estimate each chain's metric from that chain alone.
 """
 
 from __future__ import annotations
@@ -150,13 +155,22 @@ def grad_flops(target) -> float:
     return flops if math.isfinite(flops) and flops > 0 else math.nan
 
 
+def within_chains(values: np.ndarray) -> np.ndarray:
+    """``values: (chains, n, dim)`` less each chain's mean over its ``n`` transitions (a
+    single transition per chain is left as it is: its mean is itself)."""
+    values = np.asarray(values, dtype=float)
+    if values.shape[1] < 2:
+        return values
+    return values - values.mean(axis=1, keepdims=True)
+
+
 def estimate(draws: np.ndarray, grads: np.ndarray, kind: str, rank: int, current):
     """The warm-up's foreground estimate from ``draws, grads: (chains, n, dim)``: the
     diagonal one (``kind`` ``"diag"``), or the low-rank-plus-diagonal one with at most
     ``rank`` directions (`adaptmc.adaptation.low_rank`); ``current`` when there are fewer
     than 3 draws."""
     dim = draws.shape[-1]
-    x, g = draws.reshape(-1, dim), grads.reshape(-1, dim)
+    x, g = within_chains(draws).reshape(-1, dim), within_chains(grads).reshape(-1, dim)
     if x.shape[0] < 3:
         return current
     found = low_rank_inverse_mass(x, g, max_rank=rank)
@@ -170,6 +184,7 @@ def choose_final(draws: np.ndarray, grads: np.ndarray, target, metric: str, rank
     (chains, n, dim)``, chosen by `choose` (or the kind ``metric`` names) and `fit` to
     them, with at most ``rank`` directions."""
     dim = draws.shape[-1]
+    draws, grads = within_chains(draws), within_chains(grads)
     allowed = ORDER if metric == "auto" else (metric,)
     budget = min(rank, max(1, math.ceil(dim / 4)))
     flops = grad_flops(target)

@@ -9,13 +9,18 @@ Metropolis-adjusted microcanonical sampling (Robnik, Cohn-Gordon & Seljak 2025;
    transitions, on the chains' mean acceptance probability (one step for all chains, so
    every chain runs the same number of steps), from ``eps0 = eps_w sqrt(d)``: HMC's
    warm-up step ``eps_w`` moves a momentum of norm ~``sqrt(d)``, MAMS's velocity has unit
-   norm. The trajectory length is the paper's starting ``L = sqrt(d)`` in the metric's
-   units (not tuned here); a transition runs ``max(1, round(L / eps))`` steps at the
-   current ``eps``, its step jittered by `JITTER` (Neal 2011, Sec. 5.4.2.2) so that its
-   length is random at a fixed cost.
-2. **Measurement**: `MEASURE_TRANSITIONS` transitions at the averaged (final) step, whose
-   robust ESS per transition ``r1`` (`adaptmc.objectives.robust_ess_per_grad`: the slowest
-   of bulk ``x``, bulk ``x^2`` and tails) sets the thinning (`thinning`).
+   norm. The first trajectory length is the paper's starting ``L = sqrt(d)`` in the
+   metric's units; a transition runs ``max(1, round(L / eps))`` steps at the current
+   ``eps``, its step jittered by `JITTER` (Neal 2011, Sec. 5.4.2.2) so that its length is
+   random at a fixed cost. `MEASURE_TRANSITIONS` transitions at the averaged step follow.
+2. **Trajectory length** from those transitions' autocorrelation (`trajectory_length`:
+   the MCLMC rule ``L = c eps n_eff``, as a Newton step); if it changes the steps per
+   transition, `READAPT_TRANSITIONS` of dual averaging with the new number of steps fixed
+   (the cost per transition constant) and `MEASURE_TRANSITIONS` more at the new step
+   (`tune`).
+   The robust ESS per transition ``r1`` of the last stage's draws (`pooled`)
+   (`adaptmc.objectives.robust_ess_per_grad`: the slowest of bulk ``x``, bulk ``x^2`` and
+   tails) sets the thinning (`thinning`).
 3. **Sampling**: ``draws`` kept draws per chain, every ``k``-th transition, by the run's
    super-transitions (``KEPT_PER_BLOCK`` kept draws each).
 
@@ -39,7 +44,7 @@ from adaptmc import tuners
 from adaptmc.adaptation.dual_averaging import da_final_step_size, da_init, da_step_size, da_update
 from adaptmc.adaptation.early_stage import EarlyWarmupStage
 from adaptmc.kernels.mams import MAMSParams, mams
-from adaptmc.objectives import robust_ess_per_grad
+from adaptmc.objectives import geyer_fractions, robust_ess_per_grad, standardised
 from adaptmc.recipes.plan import Plan, Prepared, check_plan, sampling_length
 from adaptmc.targets.base import compiled
 
@@ -47,15 +52,28 @@ TARGET_ACCEPT = 0.9
 """The acceptance rate MAMS's step is dual-averaged to: the paper's (Robnik, Cohn-Gordon &
 Seljak 2025); 0.7 left a chain stuck on eight schools (docs/notes/mams-sampling.md)."""
 
-ADAPT_TRANSITIONS = 200
-"""Dual-averaging transitions per chain. The averaged log step weighs update ``t`` by
-``t^-0.75``, so after 200 updates the early exploring steps carry little weight, and each
-update reads the mean acceptance of all chains (four by default: 800 proposals)."""
+ADAPT_TRANSITIONS = 150
+"""Dual-averaging transitions per chain at the first trajectory length. The averaged log
+step weighs update ``t`` by ``t^-0.75``, so after 150 updates the early exploring steps
+carry little weight, and each update reads the mean acceptance of all chains (four by
+default: 600 proposals)."""
 
-MEASURE_TRANSITIONS = 100
-"""Transitions per chain at the final step whose robust ESS per transition sets the
-thinning: 400 draws over four chains, enough for the tail ESS's 5 % quantiles; the thinning
-depends on it only through ``r1^-1/2``."""
+READAPT_TRANSITIONS = 50
+"""Dual-averaging transitions per chain after the measured trajectory length changed the
+steps per transition: the step only moves by what the new number of steps asks, so the
+averaging starts from the first step and shrinks toward it (not toward 10x it)."""
+
+MEASURE_TRANSITIONS = 150
+"""Transitions per chain at an averaged step whose autocorrelation sets the trajectory
+length (`trajectory_length`) and whose robust ESS per transition ``r1`` sets the thinning:
+600 draws over four chains; the thinning depends on ``r1`` only through ``r1^-1/2``."""
+
+LENGTH_FACTOR = 0.4
+"""``c`` of the trajectory-length rule ``L = c eps n_eff`` (`trajectory_length`):
+BlackJAX's ``make_adaptation_L`` default (``l_factor``)."""
+
+MAX_LENGTH_CHANGE = 4.0
+"""The most the measured trajectory length may differ from the first, as a factor."""
 
 MAX_THIN = 16
 """The most transitions per kept draw."""
@@ -73,7 +91,9 @@ class Adapted(NamedTuple):
     """What `adapt_and_measure` returns: the chains' MAMS states ``(chains,)``, the final
     step and steps per transition, the measurement's positions ``(chains, n, dim)`` and
     acceptance probabilities ``(chains, n)``, its divergences, the dual averaging's mean
-    acceptance over its last half, and the gradients spent over all chains."""
+    acceptance over its last half, the gradients spent over all chains, and the dual
+    averaging's last half: its positions ``(chains, adapt // 2, dim)`` and steps per
+    transition ``(adapt // 2,)``."""
 
     states: object
     step_size: float
@@ -83,6 +103,20 @@ class Adapted(NamedTuple):
     divergences: int
     adapt_acceptance: float
     num_grads: int
+    tail_positions: np.ndarray
+    tail_steps: np.ndarray
+
+
+def pooled(adapted: Adapted) -> np.ndarray:
+    """The draws ``(chains, n, dim)`` of ``adapted``'s kernel (its number of steps): the
+    dual averaging's last half followed by the measurement when every transition of that
+    half ran the final number of steps (its step within the averaging's last wanderings of
+    the final one), else the measurement alone: draws already paid for, 1.5 times the
+    measurement's, for ``r1`` and ``tau`` (docs/notes/mams-sampling.md: the ``r1`` of two
+    consecutive 100-transition windows differed 3.4x)."""
+    if adapted.tail_steps.size and np.all(adapted.tail_steps == adapted.num_leapfrog):
+        return np.concatenate([adapted.tail_positions, adapted.positions], axis=1)
+    return adapted.positions
 
 
 def steps_for(length, step_size):
@@ -91,59 +125,110 @@ def steps_for(length, step_size):
 
 
 def _program(target, chains: int, adapt: int, measure: int):
-    """The compiled adaptation and measurement (`adapt_and_measure`), one program."""
+    """The compiled adaptation and measurement (`adapt_and_measure`), one program per
+    ``(adapt, measure)``."""
     step = jax.vmap(lambda k, s, p: mams.step(k, s, target, p), in_axes=(0, 0, None))
 
-    def transition(states, key, eps, length, inverse_mass):
-        n = steps_for(length, eps)
+    def transition(states, key, eps, n, inverse_mass):
         params = MAMSParams(eps, n, inverse_mass, JITTER)
         states, info = step(jax.random.split(key, chains), states, params)
-        return states, info, n
+        return states, info
 
-    def program(key, positions, inverse_mass, eps0, length):
+    def program(key, positions, inverse_mass, eps0, length, fixed_steps, ten, stage):
+        def steps(eps):  # the trajectory's steps at ``eps``, or ``fixed_steps`` if > 0
+            return jnp.where(fixed_steps > 0, fixed_steps, steps_for(length, eps))
+
         states = jax.vmap(lambda x: mams.init(x, target))(positions)
+        key = jax.lax.cond(stage > 1, lambda k: jax.random.fold_in(k, stage), lambda k: k,
+                           key)  # in the program: no eager fold_in of its own
         key_adapt, key_measure = jax.random.split(jax.random.fold_in(key, 1))
 
         def adapting(carry, key):
             states, da = carry
-            states, info, n = transition(states, key, da_step_size(da), length, inverse_mass)
+            n = steps(da_step_size(da))
+            states, info = transition(states, key, da_step_size(da), n, inverse_mass)
             accept = jnp.mean(info.acceptance_rate)
-            return (states, da_update(da, accept, TARGET_ACCEPT)), (accept, n)
+            return (states, da_update(da, accept, TARGET_ACCEPT)), (accept, n,
+                                                                    states.position)
 
-        (states, da), (accept, n_adapt) = jax.lax.scan(
-            adapting, (states, da_init(eps0)), jax.random.split(key_adapt, adapt))
+        (states, da), (accept, n_adapt, xs_adapt) = jax.lax.scan(
+            adapting, (states, da_init(eps0, ten)), jax.random.split(key_adapt, adapt))
         eps = da_final_step_size(da)
 
         def measuring(states, key):
-            states, info, _ = transition(states, key, eps, length, inverse_mass)
+            states, info = transition(states, key, eps, steps(eps), inverse_mass)
             return states, (states.position, info.acceptance_rate, info.is_divergent)
 
         states, (xs, acc, div) = jax.lax.scan(measuring, states,
                                               jax.random.split(key_measure, measure))
-        grads = chains * (1 + jnp.sum(n_adapt) + measure * steps_for(length, eps))
-        return (states, eps, steps_for(length, eps), jnp.swapaxes(xs, 0, 1), acc.T,
-                jnp.sum(div), jnp.mean(accept[adapt // 2:]), grads)
+        grads = chains * (1 + jnp.sum(n_adapt) + measure * steps(eps))
+        tail = adapt // 2  # the averaging's second half: steps near the final one
+        return (states, eps, steps(eps), jnp.swapaxes(xs, 0, 1), acc.T,
+                jnp.sum(div), jnp.mean(accept[tail:]), grads,
+                jnp.swapaxes(xs_adapt[tail:], 0, 1), n_adapt[tail:])
 
     return jax.jit(program)
 
 
-def adapt_and_measure(target, positions, inverse_mass, step_size: float, key,
+def adapt_and_measure(target, positions, inverse_mass, step_size: float, key, *,
+                      length: float, fixed_steps: int = 0, ten: float = 10.0, stage: int = 1,
                       adapt: int = ADAPT_TRANSITIONS,
                       measure: int = MEASURE_TRANSITIONS) -> Adapted:
     """MAMS from ``positions: (chains, dim)`` under ``inverse_mass``: ``adapt`` transitions
-    of dual averaging from ``step_size`` (the isokinetic step), then ``measure`` at the
-    averaged step (module docstring, steps 1 and 2), in one compiled program stored on the
-    target. ``key``: a PRNG key (the warm-up's, folded)."""
+    of dual averaging from ``step_size`` (the isokinetic step; shrinking toward
+    ``log(ten step_size)``), then ``measure`` at the averaged step, in one compiled program
+    stored on the target. A transition runs ``fixed_steps`` steps if positive, else
+    ``round(length / eps)`` at its step ``eps``. ``key``: a PRNG key (the warm-up's),
+    folded with ``stage`` when it is above 1."""
     positions = np.asarray(positions)
     chains, dim = positions.shape
     program = compiled(target, ("mams-adaptation", chains, adapt, measure),
                        lambda: _program(target, chains, adapt, measure))
     dtype = positions.dtype
-    out = program(key, positions, inverse_mass, dtype.type(step_size),
-                  dtype.type(math.sqrt(dim)))
-    states, eps, n, xs, acc, div, adapt_acc, grads = out
+    out = program(key, positions, inverse_mass, dtype.type(step_size), dtype.type(length),
+                  np.int32(fixed_steps), dtype.type(ten), np.int32(stage))
+    states, eps, n, xs, acc, div, adapt_acc, grads, xs_tail, n_tail = out
     return Adapted(states, float(eps), int(n), np.asarray(xs), np.asarray(acc), int(div),
-                   float(adapt_acc), int(grads))
+                   float(adapt_acc), int(grads), np.asarray(xs_tail), np.asarray(n_tail))
+
+
+def trajectory_length(positions: np.ndarray, length: float) -> tuple[float, float]:
+    """``(L', tau)``: the trajectory length the chains' autocorrelation asks for, from
+    ``positions: (chains, n, dim)`` drawn at trajectory length ``length``, and ``tau``, the
+    mean over coordinates of their transitions per effective draw (Geyer's initial monotone
+    sequence, chains pooled: `adaptmc.objectives.geyer_fractions`).
+
+    The MCLMC rule (Robnik, De Luca, Silverstein & Seljak 2023, "Microcanonical
+    Hamiltonian Monte Carlo", its tuning of ``L``; BlackJAX's ``make_adaptation_L``, whose
+    constant `LENGTH_FACTOR` = 0.4 we use) sets ``L = c eps n_eff``, ``n_eff = n tau`` the
+    steps per effective draw, i.e. ``L_rule = c length tau``: its fixed point is where
+    ``c tau(L) = 1``. One application from a short ``length`` overshoots: a trajectory
+    short against a coordinate's scale ``s`` moves it diffusively, ``tau ~ s^2 / L^2``, so
+    ``L_rule ~ s^2 / length``. We take the geometric mean of ``length`` and ``L_rule``,
+
+        L' = length sqrt(c tau),
+
+    the Newton step of ``log c tau(L) = 0`` in ``log L`` where ``tau ~ L^-2``: for an
+    isotropic Gaussian of sd ``s`` per coordinate (in the metric's units) it lands near the
+    fixed point, ``~s sqrt(d)`` times a constant (tests/test_mams_length.py: from 1.9x it; a
+    length too long makes independent draws, ``tau = 1``, ``L' = 0.63 length``); with
+    ``tau`` averaged over coordinates of sds ``s_i`` it is ``~sqrt(sum s_i^2)`` (from 0.6x
+    it in the same tests), the trace rule the MAMS
+    paper's tuning starts ``L`` from (Robnik, Cohn-Gordon & Seljak 2025; BlackJAX's
+    ``adjusted_mclmc_make_L_step_size_adaptation``). Clipped to
+    ``length [1 / MAX_LENGTH_CHANGE, MAX_LENGTH_CHANGE]``; ``length`` itself (and NaN) when
+    the draws cannot be measured (a coordinate that did not move, or non-finite draws).
+    """
+    z = standardised(np.asarray(positions, dtype=float))
+    if z is None or z.shape[1] < 4:
+        return float(length), float("nan")
+    fractions = geyer_fractions(z)
+    if not np.all(fractions > 0):
+        return float(length), float("nan")
+    tau = float(np.mean(1.0 / fractions))
+    change = min(max(math.sqrt(LENGTH_FACTOR * tau), 1.0 / MAX_LENGTH_CHANGE),
+                 MAX_LENGTH_CHANGE)
+    return float(length * change), tau
 
 
 def thinning(r1: float, grads_per_transition: float, overhead: float,
@@ -179,37 +264,86 @@ def per_transition_ess(positions: np.ndarray) -> float:
     return robust_ess_per_grad(positions, {}, chains * n) / 1000.0
 
 
+class Tuned(NamedTuple):
+    """What `tune` returns: the last stage's `Adapted` (the chains' states, the step and
+    steps the run samples with, the measurement the thinning reads), the first stage's,
+    the measured trajectory length and ``tau`` (`trajectory_length`), and the gradients
+    of both stages over all chains."""
+
+    adapted: Adapted
+    first: Adapted
+    length: float
+    tau: float
+    num_grads: int
+
+
+def tune(target, positions, inverse_mass, step_size: float, key) -> Tuned:
+    """MAMS's step and trajectory length from ``positions: (chains, dim)`` (module
+    docstring, steps 1-3): `adapt_and_measure` at ``L = sqrt(d)`` from ``step_size``; the
+    trajectory length its measurement asks (`trajectory_length` of the length its
+    transitions ran, ``eps round(L / eps)``); if that changes the
+    steps per transition, `READAPT_TRANSITIONS` of dual averaging with the new number of
+    steps fixed, from the first stage's step and chains, and a new measurement."""
+    length0 = math.sqrt(np.shape(positions)[1])
+    first = adapt_and_measure(target, positions, inverse_mass, step_size, key,
+                              length=length0)
+    ran = first.step_size * first.num_leapfrog  # the length the measured chains ran
+    length, tau = trajectory_length(pooled(first), ran)
+    steps = max(1, round(length / first.step_size))  # `steps_for` on the host
+    if steps == first.num_leapfrog:
+        return Tuned(first, first, length, tau, first.num_grads)
+    second = adapt_and_measure(target, np.asarray(first.states.position), inverse_mass,
+                               first.step_size, key, length=length, fixed_steps=steps,
+                               ten=1.0, stage=2, adapt=READAPT_TRANSITIONS)
+    return Tuned(second, first, length, tau, first.num_grads + second.num_grads)
+
+
+def mams_record(tuned: Tuned, eps0: float, r1: float, overhead: float, k_star: float,
+                k: int) -> dict:
+    """The run record's ``sampler``: what `tune` measured and chose, and the thinning."""
+    adapted, first = tuned.adapted, tuned.first
+    return {"sampler": "mams", "step_size": adapted.step_size,
+            "num_leapfrog": adapted.num_leapfrog,
+            "trajectory_length": adapted.step_size * adapted.num_leapfrog,
+            "measured_length": tuned.length, "tau": tuned.tau,
+            "initial_length": math.sqrt(np.shape(adapted.positions)[2]),
+            "first_step_size": first.step_size, "first_num_leapfrog": first.num_leapfrog,
+            "readapted": adapted is not first, "jitter": JITTER,
+            "initial_step_size": eps0, "target_accept": TARGET_ACCEPT,
+            "adapt_transitions": ADAPT_TRANSITIONS,
+            "adapt_acceptance": adapted.adapt_acceptance,
+            "measure_transitions": MEASURE_TRANSITIONS,
+            "measure_acceptance": float(np.mean(adapted.acceptance)),
+            "measure_divergences": adapted.divergences, "num_grads": tuned.num_grads,
+            "r1": r1, "r1_transitions": int(np.shape(pooled(adapted))[1]),
+            "grads_per_transition": adapted.num_leapfrog,
+            "overhead_per_draw": overhead, "k_star": k_star, "thin": k}
+
+
 def mams_prepared(warm, *, target, key, draws: int, options: dict, record) -> Prepared:
     """What the run goes on with after the warm-up ``warm`` (an
     `adaptmc.adaptation.early.EarlyWarmup`) on ``target``, ``key`` the warm-up's last
-    PRNG key: MAMS adapted and measured from where its
-    chains stand (`adapt_and_measure`), the thinning it measured (`thinning`) and a plan
-    that keeps ``draws`` draws per chain, every ``k``-th transition, continuing from the
-    chains' MAMS states. ``record(warm, plan)``: the warm-up's facts
+    PRNG key: MAMS's step and trajectory length tuned from where its chains stand
+    (`tune`), the thinning its last measurement asks (`thinning`) and a plan that keeps
+    ``draws`` draws per chain, every ``k``-th transition, continuing from the chains' MAMS
+    states. ``record(warm, plan)``: the warm-up's facts
     (`adaptmc.recipes.adaptive.warmup_record`); the MAMS facts go to its ``sampler``."""
     chains, dim = np.shape(warm.positions)
     eps0 = float(np.mean(warm.step_size)) * math.sqrt(dim)
-    adapted = adapt_and_measure(target, warm.positions, warm.inverse_mass, eps0, key)
-    r1 = per_transition_ess(adapted.positions)
+    tuned = tune(target, warm.positions, warm.inverse_mass, eps0, key)
+    adapted = tuned.adapted
+    r1 = per_transition_ess(pooled(adapted))
     g = adapted.num_leapfrog
-    overhead = (warm.num_grads + adapted.num_grads) / chains / draws
+    overhead = (warm.num_grads + tuned.num_grads) / chains / draws
     k_star, k = thinning(r1, g, overhead)
     params = MAMSParams(adapted.step_size, g, warm.inverse_mass, JITTER)
     plan = Plan("adaptive-hmc", mams, params, tuners.fixed(), None,
                 sampling_length(draws, KEPT_PER_BLOCK), g * k * KEPT_PER_BLOCK, 0, 0,
                 options=options, thin=k, draws=draws)
     check_plan(plan)
-    sampler = {"sampler": "mams", "step_size": adapted.step_size, "num_leapfrog": g,
-               "trajectory_length": math.sqrt(dim), "jitter": JITTER,
-               "initial_step_size": eps0, "target_accept": TARGET_ACCEPT,
-               "adapt_transitions": ADAPT_TRANSITIONS, "adapt_acceptance":
-               adapted.adapt_acceptance, "measure_transitions": MEASURE_TRANSITIONS,
-               "measure_acceptance": float(np.mean(adapted.acceptance)),
-               "measure_divergences": adapted.divergences, "num_grads": adapted.num_grads,
-               "r1": r1, "grads_per_transition": g, "overhead_per_draw": overhead,
-               "k_star": k_star, "thin": k}
+    sampler = mams_record(tuned, eps0, r1, overhead, k_star, k)
     return Prepared(plan, np.asarray(adapted.states.position),
-                    warm.num_grads + adapted.num_grads,
+                    warm.num_grads + tuned.num_grads,
                     {**record(warm, plan), "sampler": sampler}, adapted.states)
 
 

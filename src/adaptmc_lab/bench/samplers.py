@@ -127,7 +127,7 @@ def _final_setting(idata) -> dict:
         if record["sampler"] == "mams":  # its step, steps, thinning and what set it
             tuned.update({f"mams_{k}": float(record[k]) for k in (
                 "step_size", "num_leapfrog", "thin", "k_star", "r1", "overhead_per_draw",
-                "measure_acceptance")})
+                "measure_acceptance", "trajectory_length", "tau")})
     skip = set(("reward", "acceptance_rate", "divergences", "num_grads", "num_steps",
                 "num_draws", "warmup", "wall_s", "tuner_s", "objective_s"))
     return {**tuned, **{name: float(np.asarray(tuning[name].values)[-1])
