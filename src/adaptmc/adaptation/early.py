@@ -2,7 +2,8 @@
 
 NUTS (BlackJAX's kernel, parameters at call time) per chain, in chunks of `CHUNK`
 transitions; between chunks, on the host, the inverse mass is re-estimated from the draws
-*and gradients* of the chains (pooled), as nutpie does (Seyboldt, Carlson & Carpenter,
+*and gradients* of the chains (pooled about each chain's own mean,
+`metric_choice.within_chains`), as nutpie does (Seyboldt, Carlson & Carpenter,
 "Preconditioning HMC by minimising Fisher divergence"; nuts-rs ``adapt_strategy.rs``):
 
 1. **Start**: the inverse mass ``diag(1 / |grad(x_0)|)`` (nutpie's), and each chain's first
