@@ -143,10 +143,13 @@ def grad_flops(target) -> float:
     the lowered (not compiled) program; NaN where XLA cannot see the gradient (a foreign
     function, as a Stan program through the FFI, for which it reports -1): `leapfrog_flops`
     then ranks the metrics by their condition alone. Timing the gradient instead would make
-    the run's draws depend on the machine's load."""
+    the run's draws depend on the machine's load. The program is lowered for the CPU
+    whatever JAX's default device: the count is the function's, and a GPU client gives no
+    cost analysis of an uncompiled program."""
     try:
-        lowered = jax.jit(target.logdensity_and_grad).lower(jnp.asarray(
-            target.initial_position))
+        cpu = jax.devices("cpu")[0]
+        lowered = jax.jit(target.logdensity_and_grad).lower(jax.device_put(jnp.asarray(
+            target.initial_position), cpu))
         analysis = lowered.cost_analysis()
         analysis = analysis[0] if isinstance(analysis, list) else analysis
         flops = float(analysis.get("flops", math.nan))
