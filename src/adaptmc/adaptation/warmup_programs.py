@@ -83,7 +83,8 @@ def chunk_program(target, target_accept: float):
 
         return jax.lax.scan(body, packed, jax.random.bits(key, (CHUNK, words), jnp.uint32))
 
-    def chunk(keys, state, da, metric, jitter):
+    def nuts_chunk(rows):
+        keys, state, da, metric, jitter = rows
         diag, vectors, values = metric
         metric = (jnp.sqrt(diag), vectors, values)
         packed, out = over_chains(lambda row: one(row, metric))(
@@ -96,7 +97,7 @@ def chunk_program(target, target_accept: float):
         return state, da, (out[..., :dim], out[..., dim:2 * dim], lp, steps.astype(jnp.int32),
                            div > 0, acc, step)
 
-    return jax.jit(lambda rows: chunk(*rows))
+    return jax.jit(nuts_chunk)
 
 
 def _pack(state, da, axis=0):
