@@ -18,9 +18,10 @@ use_compile_cache()
 cc._listen()
 t = get_target(sys.argv[1])
 n0 = len(cc._EVENTS)
-tick = time.perf_counter()
+tick, cpu = time.perf_counter(), time.process_time()
 out = SAMPLERS[sys.argv[2]](t, 1, BenchConfig())
-print("call", round(time.perf_counter()-tick,2), "compile", round(float(out.compile_s),2))
+print("call", round(time.perf_counter()-tick,2), "compile", round(float(out.compile_s),2),
+      "cpu", round(time.process_time()-cpu,2))
 from collections import defaultdict
 
 agg = defaultdict(lambda: defaultdict(float))
