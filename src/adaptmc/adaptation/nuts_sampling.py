@@ -2,14 +2,14 @@
 
 The warm-up (`adaptmc.adaptation.early`) already runs NUTS (Hoffman & Gelman 2014, Alg. 6;
 the multinomial kernel of `adaptmc.adaptation.compact_nuts`) in one compiled chunk program
-whose metric and step sizes are arguments. Sampling with NUTS calls that same program (no second NUTS is compiled) with
-dual averaging frozen: every chunk starts from a dual-averaging state whose update moves
-the log step by ``sqrt(t) / (gamma (t + t0))`` per transition with ``t = FROZEN_T``
-(`adaptmc.adaptation.dual_averaging.da_frozen`), i.e. by less than ``1e-8`` over a chunk,
-so each chain samples at the warm-up's final step (`adaptmc.adaptation.early.final_steps`),
-jittered by `JITTER` per transition. Draws past ``draws`` in the last chunk are dropped;
-their gradients are counted, as every gradient computed is
-(`adaptmc.adaptation.chains.chain_grads`).
+whose metric and step sizes are arguments. Sampling with NUTS calls that same program (no
+second NUTS is compiled) with dual averaging frozen: every chunk starts from a
+dual-averaging state whose update moves the log step by ``sqrt(t) / (gamma (t + t0))``
+per transition with ``t = FROZEN_T`` (`adaptmc.adaptation.dual_averaging.da_frozen`),
+i.e. by less than ``1e-8`` over a chunk, so each chain samples at the warm-up's final
+step (`adaptmc.adaptation.early.final_steps`), jittered by `JITTER` per transition. Draws
+past ``draws`` in the last chunk are dropped; their gradients are counted, as every
+gradient computed is (`adaptmc.adaptation.chains.chain_grads`).
 
 NUTS's reward (`nuts_reward`) is the bandit's (`adaptmc.objectives.robust_ess_per_grad`,
 over the run) measured on NUTS draws under the final metric: those of the warm-up's final
