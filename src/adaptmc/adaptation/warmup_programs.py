@@ -6,6 +6,8 @@ arguments, the key splits and the dual averaging's start inside the first."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -66,34 +68,31 @@ def chunk_program(target, target_accept: float):
     dim = target.dim
     words = transition_bits(dim) + 1
 
-    def one(row, metric):
-        key, packed, jitter = row
-
-        def body(packed, bits):
-            state = NutsState(packed[:dim], packed[2 * dim], packed[dim:2 * dim])
-            da = DualAveragingState(*(packed[2 * dim + 1 + i] for i in range(5)))
-            u = _unit(bits[-1], packed.dtype) * 2.0 - 1.0
-            step = jnp.exp(da.log_step_size) * (1.0 + jitter * u)
-            state, info = nuts_step(bits[:-1], state, target.logdensity_and_grad, step, metric)
-            da = da_update(da, info.acceptance_rate, target_accept)
-            packed = _pack(state, da)
-            return packed, jnp.concatenate([packed[:2 * dim + 1], jnp.stack([
-                info.num_integration_steps.astype(packed.dtype),
-                info.is_divergent.astype(packed.dtype), info.acceptance_rate, step])])
-
-        return jax.lax.scan(body, packed, jax.random.bits(key, (CHUNK, words), jnp.uint32))
-
     def nuts_chunk(rows):
         keys, state, da, metric, jitter = rows
         diag, vectors, values = metric
         metric = (jnp.sqrt(diag), vectors, values)
-        packed, out = over_chains(lambda row: one(row, metric))(
-            (keys, _pack(state, da, axis=1), jitter))
-        x, g = packed[:, :dim], packed[:, dim:2 * dim]
-        state = NutsState(x, packed[:, 2 * dim], g)
-        da = DualAveragingState(*(packed[:, 2 * dim + 1 + i] for i in range(5)))
-        rest = (out[..., 2 * dim + i] for i in range(5))
-        lp, steps, div, acc, step = rest
+
+        def body(carry, _):  # a chain's carry: its state, the chunk's words, jitter, index
+            packed, bits, jitter, i = carry
+            state = NutsState(packed[:dim], packed[2 * dim], packed[dim:2 * dim])
+            da = DualAveragingState(*(packed[2 * dim + 1 + j] for j in range(5)))
+            u = _unit(bits[i, -1], packed.dtype) * 2.0 - 1.0
+            step = jnp.exp(da.log_step_size) * (1.0 + jitter * u)
+            state, info = nuts_step(bits[i, :-1], state, target.logdensity_and_grad, step,
+                                    metric)
+            packed = _pack(state, da_update(da, info.acceptance_rate, target_accept))
+            return (packed, bits, jitter, i + 1), jnp.concatenate([packed[:2 * dim + 1], jnp.stack([
+                info.num_integration_steps.astype(packed.dtype),
+                info.is_divergent.astype(packed.dtype), info.acceptance_rate, step])])
+
+        bits = jax.vmap(lambda key: jax.random.bits(key, (CHUNK, words), jnp.uint32))(keys)
+        # a partial of `lax.scan`, no function of ours: the path to a kernel step stays short
+        (packed, *_), out = over_chains(functools.partial(jax.lax.scan, body, length=CHUNK))(
+            (_pack(state, da, axis=1), bits, jitter, jnp.zeros(keys.shape[0], jnp.int32)))
+        state = NutsState(packed[:, :dim], packed[:, 2 * dim], packed[:, dim:2 * dim])
+        da = DualAveragingState(*(packed[:, 2 * dim + 1 + j] for j in range(5)))
+        lp, steps, div, acc, step = (out[..., 2 * dim + j] for j in range(5))
         return state, da, (out[..., :dim], out[..., dim:2 * dim], lp, steps.astype(jnp.int32),
                            div > 0, acc, step)
 
