@@ -11,9 +11,13 @@ transitions; between chunks, on the host, the inverse mass is re-estimated from 
 2. **Early and often**: two estimators, a foreground one whose estimate is used and a
    background one that collects; the metric is re-estimated from the foreground's draws
    after every chunk, and once the background holds ``switch`` draws they swap (the
-   foreground's old draws are dropped). ``switch`` is `CHUNK` over the first `EARLY_SHARE`
-   of the warm-up, so a chain started far out, or under a metric that is badly wrong, runs
-   at most a few chunks under it; after that it doubles at every swap (growing windows).
+   foreground's old draws are dropped). ``switch`` is `CHUNK` over the early phase, so a
+   chain started far out, or under a metric that is badly wrong, runs at most a few chunks
+   under it; after that it doubles at every swap (growing windows). The early phase runs
+   at least `EARLY_MIN_SHARE` of the warm-up and ends at the first chunk after it where the
+   chains agree (`adaptmc.adaptation.settled.chains_agree`: their log densities' split
+   R-hat over the last 30 transitions, no chain far from the others), `EARLY_SHARE` at
+   most.
    The estimate is the low-rank-plus-diagonal one of `adaptmc.adaptation.low_rank` (the
    diagonal ``sqrt(var(x) / var(grad))`` and up to `warmup_rank` directions of the Fisher
    divergence's minimiser), so a correlated posterior is preconditioned from the first
