@@ -70,7 +70,7 @@ from adaptmc.targets.base import compiled
 
 EARLY_SHARE = 0.3
 EARLY_MIN_SHARE = 0.1
-FINAL_SHARE = 0.08
+FINAL_SHARE = 0.15
 DENSE_MAX_DIM = 64
 METRICS = ("auto", "diag", "dense", "low-rank")
 
