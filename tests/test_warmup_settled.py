@@ -39,9 +39,10 @@ def test_nothing_judged_is_not_settled():
 def test_the_warmup_ends_early_on_a_gaussian():
     """A 6-d Gaussian with scales over four orders of magnitude, 4 chains from dispersed
     starts: the early phase ends once the chains agree (from transition 50), the warm-up
-    settles about 60 transitions later, keeps its final window (40 transitions) and spends
-    under 11,000 gradients (the early phase of a fixed 150 transitions settled at 210 and
-    spent 12,480 here), with the metric still right."""
+    settles about 60 transitions later, keeps its final window (80 transitions) and spends
+    under 12,500 gradients (11,537; an early phase of a fixed 150 transitions settled at 210
+    and spent 14,111 here; keys 2 and 3: 11,098 and 10,275 against 13,274 and 11,717),
+    with the metric still right."""
     sd = np.logspace(-2, 2, 6)
     target = gaussian(np.zeros(6), sd**2, name="scaled-6d")
     starts = sd * np.random.default_rng(0).uniform(-2, 2, size=(4, 6))
@@ -49,7 +50,7 @@ def test_the_warmup_ends_early_on_a_gaussian():
     record = warm.choice["settled"]
     planned = schedule(500)[1]
     assert record["ended_early"] and record["planned_final_start"] == planned
-    assert record["final_start"] <= 150 and warm.num_grads < 11_000
+    assert record["final_start"] <= 150 and warm.num_grads < 12_500
     assert warm.trajectory_steps.shape[1] == 500 - planned  # the final window kept whole
     m = record["measures"]
     assert m["at"] == record["final_start"] and settled.is_settled(m)
