@@ -6,7 +6,7 @@ import jax
 import numpy as np
 
 from adaptmc.adaptation import settled
-from adaptmc.adaptation.early import early_warmup, schedule
+from adaptmc.adaptation.early import early_min, early_warmup, schedule
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
 from adaptmc.targets import funnel, gaussian
 
@@ -135,4 +135,5 @@ def test_the_run_records_what_the_warmup_decided():
     record = json.loads(result.idata.attrs["warmup"])["settled"]
     assert record["max_steps"] == 400 and record["planned_final_start"] == schedule(400)[1]
     assert record["ended_early"] and record["final_start"] < record["planned_final_start"]
+    assert early_min(400) <= record["early_end"] <= schedule(400)[0]
     assert settled.is_settled(record["measures"])

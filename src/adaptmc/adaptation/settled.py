@@ -152,12 +152,14 @@ def end_if_settled(run, now: int, chunk: int) -> bool:
 
 
 def record(run) -> dict:
-    """What the test decided for the warm-up ``run``, for the run's record: the final
-    window's first transition, the schedule's (``num_steps`` at most), whether it ended
-    early and the last measures (`settled_measures`; None if never judged)."""
+    """What the test decided for the warm-up ``run``, for the run's record: where the early
+    phase ended (`chains_agree`), the final window's first transition, the schedule's
+    (``num_steps`` at most), whether it ended early and the last measures
+    (`settled_measures`; None if never judged)."""
     from adaptmc.adaptation.early import schedule
 
     planned = schedule(run.num_steps)[1]
-    return {"final_start": int(run.final_start), "planned_final_start": int(planned),
-            "ended_early": bool(run.final_start < planned), "max_steps": int(run.num_steps),
+    return {"early_end": int(run.early_end), "final_start": int(run.final_start),
+            "planned_final_start": int(planned), "ended_early": bool(run.final_start < planned),
+            "max_steps": int(run.num_steps),
             "measures": run.counters["settled"]}
