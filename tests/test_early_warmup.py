@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from adaptmc.adaptation import metric_choice
-from adaptmc.adaptation.early import early_warmup, schedule
+from adaptmc.adaptation.early import early_min, early_warmup, schedule
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
 from adaptmc.targets import gaussian
 
@@ -131,8 +131,9 @@ def test_the_condition_is_the_spread_of_scales_left():
 
 def test_the_schedule_has_an_early_phase_and_a_final_window():
     early, final = schedule(500)
-    assert (early, final) == (150, 420)
-    assert schedule(100) == (30, 70)
+    assert (early, final) == (150, 420)  # the early phase at most; its least: early_min
+    assert early_min(500) == 50
+    assert schedule(100) == (30, 70) and early_min(100) == 30
 
 
 def test_bad_warmup_arguments_are_refused():

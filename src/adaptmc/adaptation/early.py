@@ -11,9 +11,13 @@ transitions; between chunks, on the host, the inverse mass is re-estimated from 
 2. **Early and often**: two estimators, a foreground one whose estimate is used and a
    background one that collects; the metric is re-estimated from the foreground's draws
    after every chunk, and once the background holds ``switch`` draws they swap (the
-   foreground's old draws are dropped). ``switch`` is `CHUNK` over the first `EARLY_SHARE`
-   of the warm-up, so a chain started far out, or under a metric that is badly wrong, runs
-   at most a few chunks under it; after that it doubles at every swap (growing windows).
+   foreground's old draws are dropped). ``switch`` is `CHUNK` over the early phase, so a
+   chain started far out, or under a metric that is badly wrong, runs at most a few chunks
+   under it; after that it doubles at every swap (growing windows). The early phase runs
+   at least `EARLY_MIN_SHARE` of the warm-up and ends at the first chunk after it where the
+   chains agree (`adaptmc.adaptation.settled.chains_agree`: their log densities' split
+   R-hat over the last 30 transitions, no chain far from the others), `EARLY_SHARE` at
+   most.
    The estimate is the low-rank-plus-diagonal one of `adaptmc.adaptation.low_rank` (the
    diagonal ``sqrt(var(x) / var(grad))`` and up to `warmup_rank` directions of the Fisher
    divergence's minimiser), so a correlated posterior is preconditioned from the first
@@ -66,6 +70,7 @@ from adaptmc.adaptation.warmup_programs import (
 from adaptmc.targets.base import compiled
 
 EARLY_SHARE = 0.3
+EARLY_MIN_SHARE = 0.1
 FINAL_SHARE = 0.15
 DENSE_MAX_DIM = 64
 METRICS = ("auto", "diag", "dense", "low-rank")
@@ -113,9 +118,16 @@ def warmup_rank(dim: int, metric: str = "auto") -> int:
     return min(math.ceil(dim / 4), 64)
 
 
+def early_min(num_steps: int) -> int:
+    """The fewest transitions of the early phase: `EARLY_MIN_SHARE` of ``num_steps``, at
+    least ``3 CHUNK``."""
+    return max(3 * CHUNK, CHUNK * round(EARLY_MIN_SHARE * num_steps / CHUNK))
+
+
 def schedule(num_steps: int) -> tuple[int, int]:
-    """``(early_end, final_start)``: the transitions of the early phase and the first of the
-    final, step-size-only window, both multiples of `CHUNK`."""
+    """``(early_end, final_start)``: the most transitions of the early phase (it ends
+    sooner once the chains agree, `settled.chains_agree`) and the first of the final,
+    step-size-only window, both multiples of `CHUNK`."""
     final = max(3 * CHUNK, CHUNK * round(FINAL_SHARE * num_steps / CHUNK))
     early = CHUNK * round(EARLY_SHARE * num_steps / CHUNK)
     return min(early, num_steps - final), num_steps - final
@@ -141,15 +153,17 @@ class _Chains:
         self.target_accept = target_accept
         self.trusted = None
         self.asked, self.num_steps = metric, int(num_steps)
-        self.early_end, final_start = schedule(self.num_steps)
+        early_end, final_start = schedule(self.num_steps)
         self.counters = {"index": 0, "foreground": 0, "background": 0, "late_switch": 2 * CHUNK,
                          "updates": 0, "reverts": 0,
                          "kind": "diag" if metric == "diag" else "low-rank",
                          "final_start": final_start, "num_chunks": -(-self.num_steps // CHUNK),
+                         "early_end": early_end,
                          "last_steps": None, "settled": None}
         self.choice, self.bar = {}, None
 
     final_start = property(lambda self: self.counters["final_start"])  # settled: earlier
+    early_end = property(lambda self: self.counters["early_end"])  # chains agree: earlier
     num_chunks = property(lambda self: self.counters["num_chunks"])
 
     def advance(self) -> None:
@@ -190,6 +204,8 @@ class _Chains:
                 self.metric = metric_choice.estimate(*self.window(c["foreground"], now),
                                                      c["kind"], self.rank, self.metric)
                 c["updates"] += 1
+            if early_min(self.num_steps) <= now < self.early_end and self.chains_agree(now):
+                c["early_end"] = now
             switch = CHUNK if now <= self.early_end else c["late_switch"]
             ended = now > self.early_end and settled.end_if_settled(self, now, CHUNK)
             if not ended and now - c["background"] >= switch and now + switch <= self.final_start:
@@ -203,6 +219,13 @@ class _Chains:
 
     def done(self) -> bool:
         return self.counters["index"] >= self.num_chunks
+
+    def chains_agree(self, now: int) -> bool:
+        """Whether the chains' last `settled.AGREE_WINDOW` transitions before ``now`` say
+        they have arrived and agree (`settled.chains_agree`): the early phase may end."""
+        start = now - settled.AGREE_WINDOW
+        lp = np.concatenate(self.out["lp"][start // CHUNK: now // CHUNK], axis=1)
+        return settled.chains_agree(self.window(start, now)[0], lp)
 
     def window(self, start: int, stop: int):
         """Pooled ``(draws, grads)``, both ``(chains, n, dim)``, of transitions

@@ -61,7 +61,7 @@ def chains_from_arrays(run: _Chains, arrays: dict) -> _Chains:
     run.out = {k: list(arrays[f"out/{k}"]) if f"out/{k}" in arrays else [] for k in OUTPUTS}
     run.key = jax.random.wrap_key_data(jnp.asarray(arrays["key"]))
     run.num_grads, run.choice = int(meta["num_grads"]), meta["choice"]
-    run.counters = {k: meta[k] for k in run.counters}
+    run.counters = {k: meta.get(k, v) for k, v in run.counters.items()}  # older: schedule's
     return run
 
 

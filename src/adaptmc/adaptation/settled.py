@@ -52,6 +52,16 @@ MIN_WINDOW = 20
 MIN_SINCE_SWAP = 30
 """Transitions since the last swap (dual averaging's restart) before the step is judged."""
 
+AGREE_WINDOW = 30
+"""Transitions per chain over which `chains_agree` judges whether the early phase may end."""
+
+AGREE_RHAT = 1.1
+"""The largest split R-hat of the log density over `AGREE_WINDOW` transitions for the chains
+to agree: Gelman & Rubin's (1992) customary 1.1. Over so short a window, chains at
+stationarity measure 1.0-1.2 (pooled posteriordb regressions), a chain still climbing in
+2 and more; the settling test that ends the warm-up (`RHAT_LP`, longer windows) still
+judges the chains after it."""
+
 DENSE_SPREAD_MAX_DIM = 1000
 """Above this dimension the spread is judged on the diagonal scales only (``O(dim^3)``)."""
 
@@ -69,6 +79,19 @@ def metric_spread(a: LowRankInverseMass, b: LowRankInverseMass) -> float:
         l_b = transpose_b(np.eye(dim))  # L_b^T applied to the unit rows: L_b's rows
         s = np.linalg.svd(inverse_a(l_b.T).T, compute_uv=False)
     return float(np.max(s) / np.min(s))
+
+
+def chains_agree(x: np.ndarray, lp: np.ndarray) -> bool:
+    """Whether chains that ran ``x: (chains, n, dim)``, ``lp: (chains, n)`` have arrived and
+    agree: the rank-normalised split R-hat of the log density (Vehtari et al. 2021; a chain
+    still climbing in splits from its own second half) is at most `RHAT_LP` and no chain is
+    far from the others (`adaptmc.adaptation.chains.far_chains`). The early warm-up's
+    windows of ``CHUNK`` transitions serve chains on their way in; once they agree, the
+    growing windows may start."""
+    from adaptmc.diagnostics import rhat
+
+    agree = len(lp) < 2 or float(rhat(lp[:, :, None])[0]) <= AGREE_RHAT
+    return bool(agree and not far_chains(x, lp))
 
 
 def settled_measures(x, g, lp, steps, previous_steps, *, fg: int, bg: int, now: int,
@@ -129,12 +152,14 @@ def end_if_settled(run, now: int, chunk: int) -> bool:
 
 
 def record(run) -> dict:
-    """What the test decided for the warm-up ``run``, for the run's record: the final
-    window's first transition, the schedule's (``num_steps`` at most), whether it ended
-    early and the last measures (`settled_measures`; None if never judged)."""
+    """What the test decided for the warm-up ``run``, for the run's record: where the early
+    phase ended (`chains_agree`), the final window's first transition, the schedule's
+    (``num_steps`` at most), whether it ended early and the last measures
+    (`settled_measures`; None if never judged)."""
     from adaptmc.adaptation.early import schedule
 
     planned = schedule(run.num_steps)[1]
-    return {"final_start": int(run.final_start), "planned_final_start": int(planned),
-            "ended_early": bool(run.final_start < planned), "max_steps": int(run.num_steps),
+    return {"early_end": int(run.early_end), "final_start": int(run.final_start),
+            "planned_final_start": int(planned), "ended_early": bool(run.final_start < planned),
+            "max_steps": int(run.num_steps),
             "measures": run.counters["settled"]}
