@@ -14,7 +14,7 @@ from adaptmc.adaptation.chains import over_chains
 from adaptmc.adaptation.dual_averaging import da_init, da_update, on_host
 from adaptmc.adaptation.low_rank import LowRankInverseMass
 from adaptmc.adaptation.window import reasonable_step_size
-from adaptmc.targets.base import QUICK_COMPILE, compiled
+from adaptmc.targets.base import QUICK_COMPILE, compile_ahead, compiled
 
 CHUNK = 10
 """NUTS transitions per chain in one call of the chunk program."""
@@ -79,6 +79,31 @@ def chunk_program(target, target_accept: float):
         return state, da, out
 
     return jax.jit(over_chains(one))
+
+
+def chunk_key(target_accept: float, rank: int) -> tuple:
+    """The chunk program's key in the target's program store (`compiled`)."""
+    return ("early_warmup_chunk", CHUNK, target_accept, rank)
+
+
+def compile_chunk_ahead(target, target_accept: float, rank: int, first_out,
+                        positions) -> None:
+    """Start compiling the chunk program in a thread of its own (`compile_ahead`) for the
+    rows the warm-up will give it: their shapes and dtypes from ``first_out`` (the first
+    program's outputs as `jax.eval_shape` gives them) and ``positions: (chains, dim)``.
+    XLA compiles it on another core while the first program runs."""
+    from blackjax.mcmc.hmc import HMCState
+
+    chains, dim = positions.shape
+    key, logdensity, grad, _, da, _ = first_out
+    real = jax.dtypes.canonicalize_dtype(np.float64)  # the host arrays `_rows` gives
+    shapes = ((chains, dim), (chains, dim, rank), (chains, rank))
+    state = HMCState(jax.ShapeDtypeStruct(positions.shape, positions.dtype), logdensity, grad)
+    rows = (jax.ShapeDtypeStruct((chains,), key.dtype), state, da,
+            tuple(jax.ShapeDtypeStruct(s, real) for s in shapes),
+            jax.ShapeDtypeStruct((chains,), real))
+    compile_ahead(target, chunk_key(target_accept, rank),
+                  lambda: chunk_program(target, target_accept), rows)
 
 
 def split(key, chains: int, fold: int | None = None):
