@@ -52,7 +52,10 @@ def test_default_recipe_counts_every_gradient_it_computes():
     assert "gradients: warm-up " in format_summary(idata)
 
 
-@pytest.mark.parametrize("stop_after", [3, 17])  # in the warm-up (15 chunks); in tuning
+# in the warm-up; in tuning (the warm-up settles after 12 of its 15 chunks here, at -O0,
+# since the compact NUTS kernel: tuning is blocks 13-16; 17 fell in sampling, whose step
+# runs its blocks at once)
+@pytest.mark.parametrize("stop_after", [3, 14])
 def test_a_resumed_run_counts_what_it_computes_again(tmp_path, stop_after):
     """A run stopped (as if killed) and resumed: both calls' evaluations are the record's
     total, the uninterrupted run's, plus the resumed call's ``resume_grads`` (the checks,

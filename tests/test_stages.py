@@ -80,7 +80,7 @@ def test_run_takes_at_most_eight_parameters():
     assert len(inspect.signature(run).parameters) <= 8
 
 
-KERNEL_STEPS = (("adaptmc/kernels/", "step"), ("blackjax/mcmc/nuts.py", "kernel"))
+KERNEL_STEPS = (("adaptmc/kernels/", "step"), ("adaptmc/adaptation/compact_nuts.py", "nuts_step"))
 
 
 def test_from_the_command_line_to_a_kernel_step_at_most_six_frames(tmp_path, monkeypatch):

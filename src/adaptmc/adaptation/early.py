@@ -1,6 +1,6 @@
 """A warm-up that learns the metric early and often, then picks the metric that fits.
 
-NUTS (BlackJAX's kernel, parameters at call time) per chain, in chunks of `CHUNK`
+NUTS (`adaptmc.adaptation.compact_nuts`, parameters at call time) per chain, in chunks of `CHUNK`
 transitions; between chunks, on the host, the inverse mass is re-estimated from the draws
 *and gradients* of the chains (pooled about each chain's own mean,
 `metric_choice.within_chains`), as nutpie does (Seyboldt, Carlson & Carpenter,
@@ -53,6 +53,7 @@ import numpy as np
 
 from adaptmc.adaptation import final_step, metric_choice, settled
 from adaptmc.adaptation.chains import chain_grads, regroup_far_chains
+from adaptmc.adaptation.compact_nuts import NutsState
 from adaptmc.adaptation.dual_averaging import da_final_step_size_compiled, da_init_compiled
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
 from adaptmc.adaptation.warmup_programs import (
@@ -144,9 +145,7 @@ class _Chains:
         chunk_ahead(target, positions, key, rank, target_accept)  # if not started before
         self.key, logdensity, grad, inverse_mass, self.da, grads = first_program(target)(
             key, positions, 10.0)
-        from blackjax.mcmc.hmc import HMCState
-
-        self.state = HMCState(positions, logdensity, grad)
+        self.state = NutsState(positions, logdensity, grad)
         # pooled over chains by the geometric mean: a scale, not a location
         diag = np.exp(np.mean(np.log(np.asarray(inverse_mass)), axis=0))
         self.metric = LowRankInverseMass(diag, np.zeros((positions.shape[1], 0)), np.zeros(0))
@@ -186,12 +185,10 @@ class _Chains:
         self.calls += 1
 
     def _rows(self, keys):
-        """The chunk program's argument: per chain its key, state, dual averaging, the
-        (shared) metric's arrays and no step jitter."""
+        """The chunk program's argument: per chain its key, state, dual averaging and no
+        step jitter; the (shared) metric's arrays."""
         chains = keys.shape[0]
-        metric = tuple(np.broadcast_to(a, (chains, *np.shape(a)))
-                       for a in padded(self.metric, self.rank))
-        return keys, self.state, self.da, metric, np.zeros(chains)
+        return keys, self.state, self.da, padded(self.metric, self.rank), np.zeros(chains)
 
     def adapt(self) -> None:
         """After a chunk: keep or revert, re-estimate the metric, swap the estimators when

@@ -1,15 +1,15 @@
 """Sampling with NUTS under the warm-up's final metric and step sizes, and NUTS's reward.
 
 The warm-up (`adaptmc.adaptation.early`) already runs NUTS (Hoffman & Gelman 2014, Alg. 6;
-BlackJAX's multinomial kernel) in one compiled chunk program whose metric and step sizes are
-arguments. Sampling with NUTS calls that same program (no second NUTS is compiled) with
-dual averaging frozen: every chunk starts from a dual-averaging state whose update moves
-the log step by ``sqrt(t) / (gamma (t + t0))`` per transition with ``t = FROZEN_T``
-(`adaptmc.adaptation.dual_averaging.da_frozen`), i.e. by less than ``1e-8`` over a chunk,
-so each chain samples at the warm-up's final step (`adaptmc.adaptation.early.final_steps`),
-jittered by `JITTER` per transition. Draws past ``draws`` in the last chunk are dropped;
-their gradients are counted, as every gradient computed is
-(`adaptmc.adaptation.chains.chain_grads`).
+the multinomial kernel of `adaptmc.adaptation.compact_nuts`) in one compiled chunk program
+whose metric and step sizes are arguments. Sampling with NUTS calls that same program (no
+second NUTS is compiled) with dual averaging frozen: every chunk starts from a
+dual-averaging state whose update moves the log step by ``sqrt(t) / (gamma (t + t0))``
+per transition with ``t = FROZEN_T`` (`adaptmc.adaptation.dual_averaging.da_frozen`),
+i.e. by less than ``1e-8`` over a chunk, so each chain samples at the warm-up's final
+step (`adaptmc.adaptation.early.final_steps`), jittered by `JITTER` per transition. Draws
+past ``draws`` in the last chunk are dropped; their gradients are counted, as every
+gradient computed is (`adaptmc.adaptation.chains.chain_grads`).
 
 NUTS's reward (`nuts_reward`) is the bandit's (`adaptmc.objectives.robust_ess_per_grad`,
 over the run) measured on NUTS draws under the final metric: those of the warm-up's final
@@ -76,21 +76,21 @@ def nuts_arm(run: _Chains) -> NutsArm:
 
 
 def nuts_sample(arm: NutsArm, state, key, draws: int, fold: int | None = None) -> NutsDraws:
-    """``draws`` NUTS transitions per chain from ``state`` (BlackJAX's ``HMCState`` of
-    the chains: position, log density, gradient) under ``arm``'s metric and steps, through
-    the warm-up's own chunk program; ``fold``: the key is ``fold_in(key, fold)``."""
+    """``draws`` NUTS transitions per chain from ``state`` (the chains'
+    `adaptmc.adaptation.compact_nuts.NutsState`: position, log density, gradient) under
+    ``arm``'s metric and steps, through the warm-up's own chunk program; ``fold``: the key
+    is ``fold_in(key, fold)``."""
     if int(draws) != draws or draws < 1:
         raise ValueError(f"draws must be an integer >= 1, got {draws}")
     program = compiled(arm.target, chunk_key(arm.target_accept, arm.rank),
                        lambda: chunk_program(arm.target, arm.target_accept))
     out, grads = {name: [] for name in OUTPUTS}, 0
     chains = state.position.shape[0]
-    metric = tuple(np.broadcast_to(a, (chains, *np.shape(a))) for a in arm.metric)
     frozen = None
     for _ in range(-(-int(draws) // CHUNK)):
         keys = on_host(key, chains, fold, initial_step_size=np.asarray(arm.step_sizes))
         key, fold, frozen = keys.key, None, keys.frozen if frozen is None else frozen
-        state, _, chunk = program((keys.chain_keys, state, frozen, metric,
+        state, _, chunk = program((keys.chain_keys, state, frozen, arm.metric,
                                    np.full(chains, JITTER)))
         for name, value in zip(OUTPUTS, chunk, strict=True):
             out[name].append(np.asarray(value))

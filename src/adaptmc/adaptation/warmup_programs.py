@@ -1,17 +1,25 @@
 """The early warm-up's compiled programs (`adaptmc.adaptation.early`): the first, at the
-chains' starts, and the chunk of `CHUNK` NUTS transitions per chain (BlackJAX's kernel,
-parameters at call time: Hoffman & Gelman 2014, Alg. 3 and 6), each one program per target
-and shape whose key, states, step sizes and metric are arguments, the key splits and the
-dual averaging's start inside the first."""
+chains' starts, and the chunk of `CHUNK` NUTS transitions per chain
+(`adaptmc.adaptation.compact_nuts`, parameters at call time: Hoffman & Gelman 2014, Alg. 3
+and 6), each one program per target and shape whose key, states, step sizes and metric are
+arguments, the key splits and the dual averaging's start inside the first."""
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation.chains import over_chains
-from adaptmc.adaptation.dual_averaging import da_init, da_update, on_host
+from adaptmc.adaptation.compact_nuts import NutsState, nuts_step, transition_bits
+from adaptmc.adaptation.dual_averaging import (
+    DualAveragingState,
+    da_init,
+    da_update,
+    on_host,
+)
 from adaptmc.adaptation.low_rank import LowRankInverseMass
 from adaptmc.adaptation.window import reasonable_step_size
 from adaptmc.targets.base import QUICK_COMPILE, compile_ahead, compiled
@@ -47,38 +55,60 @@ def first_program(target):
 
 
 def chunk_program(target, target_accept: float):
-    """Per chain, `CHUNK` NUTS transitions under a shared low-rank-plus-diagonal metric with
-    dual averaging of the chain's step size: ``rows -> (states, dual averaging, outputs)``,
-    ``rows`` per chain its key (`split`), state, dual averaging, the metric's arrays
-    (broadcast) and a jitter ``j``: each transition's step is dual averaging's times
-    ``U(1 - j, 1 + j)`` (0 in the warm-up; sampling's, Neal 2011, Sec. 5.4.2.2); outputs per
-    transition: position, gradient, log density, leapfrog steps, divergent, acceptance
-    statistic, step size."""
-    import blackjax
-    from blackjax.mcmc.metrics import LowRankInverseMassMatrix
+    """Per chain, `CHUNK` NUTS transitions (`adaptmc.adaptation.compact_nuts`) under a
+    shared low-rank-plus-diagonal metric with dual averaging of the chain's step size:
+    ``(keys, states, dual averaging, metric, jitter) -> (states, dual averaging,
+    outputs)``, per chain its key (`split`), state, dual averaging and a jitter ``j``, the
+    metric's arrays ``(diag, vectors, values)`` every chain's: each transition's step is
+    dual averaging's times ``U(1 - j, 1 + j)`` (0 in the warm-up; sampling's, Neal 2011,
+    Sec. 5.4.2.2); outputs per transition: position, gradient, log density, leapfrog
+    steps, divergent, acceptance statistic, step size. A chain's random words for the
+    whole chunk come from one threefry call; its carry and outputs travel packed in one
+    array each (fewer programs for XLA to compile)."""
+    dim = target.dim
+    words = transition_bits(dim) + 1
 
-    kernel = blackjax.nuts.build_kernel()
-
-    def one(row):
-        key, state, da, metric, jitter = row  # the metric is every chain's (broadcast)
+    def nuts_chunk(rows):
+        keys, state, da, metric, jitter = rows
         diag, vectors, values = metric
-        inverse_mass = LowRankInverseMassMatrix(jnp.sqrt(diag), vectors, values)
+        metric = (jnp.sqrt(diag), vectors, values)
 
-        def body(carry, key):
-            state, da = carry
-            # a key of its own: with jitter 0 the transitions are those without it
-            u = jax.random.uniform(jax.random.fold_in(key, 1), minval=-1.0, maxval=1.0)
+        def body(carry, _):  # a chain's carry: its state, the chunk's words, jitter, index
+            packed, bits, jitter, i = carry
+            state = NutsState(packed[:dim], packed[2 * dim], packed[dim:2 * dim])
+            da = DualAveragingState(*(packed[2 * dim + 1 + j] for j in range(5)))
+            u = _unit(bits[i, -1], packed.dtype) * 2.0 - 1.0
             step = jnp.exp(da.log_step_size) * (1.0 + jitter * u)
-            state, info = kernel(key, state, target.logdensity, step, inverse_mass)
-            da = da_update(da, info.acceptance_rate, target_accept)
-            return (state, da), (state.position, state.logdensity_grad, state.logdensity,
-                                 info.num_integration_steps, info.is_divergent,
-                                 info.acceptance_rate, step)
+            state, info = nuts_step(bits[i, :-1], state, target.logdensity_and_grad, step,
+                                    metric)
+            packed = _pack(state, da_update(da, info.acceptance_rate, target_accept))
+            return (packed, bits, jitter, i + 1), jnp.concatenate([packed[:2 * dim + 1], jnp.stack([
+                info.num_integration_steps.astype(packed.dtype),
+                info.is_divergent.astype(packed.dtype), info.acceptance_rate, step])])
 
-        (state, da), out = jax.lax.scan(body, (state, da), jax.random.split(key, CHUNK))
-        return state, da, out
+        bits = jax.vmap(lambda key: jax.random.bits(key, (CHUNK, words), jnp.uint32))(keys)
+        # a partial of `lax.scan`, no function of ours: the path to a kernel step stays short
+        (packed, *_), out = over_chains(functools.partial(jax.lax.scan, body, length=CHUNK))(
+            (_pack(state, da, axis=1), bits, jitter, jnp.zeros(keys.shape[0], jnp.int32)))
+        state = NutsState(packed[:, :dim], packed[:, 2 * dim], packed[:, dim:2 * dim])
+        da = DualAveragingState(*(packed[:, 2 * dim + 1 + j] for j in range(5)))
+        lp, steps, div, acc, step = (out[..., 2 * dim + j] for j in range(5))
+        return state, da, (out[..., :dim], out[..., dim:2 * dim], lp, steps.astype(jnp.int32),
+                           div > 0, acc, step)
 
-    return jax.jit(over_chains(one))
+    return jax.jit(nuts_chunk)
+
+
+def _pack(state, da, axis=0):
+    """``state`` and dual averaging ``da`` as one array: position, gradient, log density
+    and the five dual-averaging numbers (along ``axis``, the last)."""
+    scalars = jnp.stack([state.logdensity, *da], axis=axis)
+    return jnp.concatenate([state.position, state.logdensity_grad, scalars], axis=axis)
+
+
+def _unit(word, dtype):
+    """A uniform on (0, 1) from a random 32-bit ``word``."""
+    return (word.astype(dtype) + 0.5) * 2.0**-32
 
 
 def chunk_key(target_accept: float, rank: int) -> tuple:

@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from adaptmc.adaptation.compact_nuts import NutsState
 from adaptmc.adaptation.nuts_sampling import nuts_reward, nuts_sample, recorded_setting
 from adaptmc.run.transitions import Progress, Setup, SuperTransitions, _account, _frozen
 
@@ -40,13 +41,11 @@ class NutsSample(SuperTransitions):
         self.arm = arm
 
     def step(self, state: Progress) -> Progress:
-        from blackjax.mcmc.hmc import HMCState
-
         setup, index = self.setup, state.index
         n = min(BLOCK, setup.phases.kept_missing(state))
         states = state.states
         tick = time.perf_counter()
-        out = nuts_sample(self.arm, HMCState(states.position, states.logdensity,
+        out = nuts_sample(self.arm, NutsState(states.position, states.logdensity,
                                              states.logdensity_grad), setup.key, n, fold=index)
         wall_s = time.perf_counter() - tick
         state.states = states._replace(
@@ -68,7 +67,7 @@ def _draws(out, chains: int):
     moved = np.concatenate([np.ones((chains, 1), bool),
                             np.any(np.diff(out.positions, axis=1) != 0, axis=2)], axis=1)
     nan = np.full(steps.shape, np.nan)
-    # a probability: BlackJAX's average of min(1, exp(-dH)) can round to 1 + 2^-23
+    # a probability: an average of min(1, exp(-dH)) can round to 1 + 2^-23
     acceptance = nan if out.acceptance is None else \
         np.clip(np.asarray(out.acceptance, dtype=float), 0.0, 1.0)
     stats = {"acceptance_rate": acceptance, "accepted": moved,
