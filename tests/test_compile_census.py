@@ -42,7 +42,7 @@ def test_the_run_record_names_every_program_compiled_and_sums_to_compile_s(ahead
 
 
 def test_the_warmups_programs_compile_alongside_the_run_and_give_the_same_draws(monkeypatch):
-    """The warm-up's NUTS chunk program (``map``) and the kernel's states at its end
+    """The warm-up's NUTS chunk program (``nuts_chunk``) and the kernel's states at its end
     (``<lambda>``) compile in threads of their own (`adaptmc.targets.base.compile_ahead`)
     while the run makes its starts and runs the warm-up's first program: the census marks
     them ``ahead``, each compiled once. With compile-ahead off every program compiles in
@@ -59,7 +59,7 @@ def test_the_warmups_programs_compile_alongside_the_run_and_give_the_same_draws(
     run()  # the eager operations any run compiles once per process (``log``, ...)
     draws, programs = run()
     ahead = sorted(p["name"] for p in programs if p["ahead"])
-    assert ahead == ["<lambda>", "map"], programs
+    assert ahead == ["<lambda>", "nuts_chunk"], programs
     monkeypatch.setattr(base, "COMPILE_AHEAD", False)
     draws_off, programs_off = run()
     assert not any(p["ahead"] for p in programs_off)

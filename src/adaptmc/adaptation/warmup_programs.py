@@ -122,13 +122,11 @@ def compile_chunk_ahead(target, target_accept: float, rank: int, first_out,
     rows the warm-up will give it: their shapes and dtypes from ``first_out`` (the first
     program's outputs as `jax.eval_shape` gives them) and ``positions: (chains, dim)``.
     XLA compiles it on another core while the first program runs."""
-    from blackjax.mcmc.hmc import HMCState
-
     chains, dim = positions.shape
     key, logdensity, grad, _, da, _ = first_out
     real = jax.dtypes.canonicalize_dtype(np.float64)  # the host arrays `_rows` gives
-    shapes = ((chains, dim), (chains, dim, rank), (chains, rank))
-    state = HMCState(jax.ShapeDtypeStruct(positions.shape, positions.dtype), logdensity, grad)
+    shapes = ((dim,), (dim, rank), (rank,))  # the metric: every chain's, not broadcast
+    state = NutsState(jax.ShapeDtypeStruct(positions.shape, positions.dtype), logdensity, grad)
     rows = (jax.ShapeDtypeStruct((chains,), key.dtype), state, da,
             tuple(jax.ShapeDtypeStruct(s, real) for s in shapes),
             jax.ShapeDtypeStruct((chains,), real))
