@@ -194,5 +194,6 @@ if __name__ == "__main__":
     run = (time.perf_counter() - tick2) / steps
     print(f"{sys.argv[1]} {sys.argv[2]} dim {target.dim} trace+lower {mid - tick:.3f} "
           f"compile {end - mid:.3f} s (cpu, lower+compile {cpu1 - cpu0:.3f} s, "
-          f"{compiled.as_text().count(' fusion(')} fusions); run {run * 1e6:.2f} us per leapfrog step "
+          f"{compiled.as_text().count(' fusion(')} fusions); "
+          f"run {run * 1e6:.2f} us per leapfrog step "
           f"({steps} steps)")

@@ -8,8 +8,8 @@ import time
 import jax
 import numpy as np
 
-sys.argv += [] if len(sys.argv) > 2 else ["40"]
-exec(open("scripts/cnuts_compile.py").read().split("if __name__")[0])  # noqa: S102
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from cnuts_compile import program, rows  # noqa: E402 - a script beside this one
 
 
 def main(name, calls):
@@ -33,4 +33,4 @@ def main(name, calls):
               f"({steps} steps, {seconds:.2f} s)")
 
 
-main(sys.argv[1], int(sys.argv[2]))
+main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 40)

@@ -4,15 +4,17 @@ $ADAPTMC_COMPILE_CACHE (empty: cold; filled: warm). Prints the call's seconds, i
 seconds and JAX's events per program (trace, lower, compile)."""
 import sys
 import time
+from collections import defaultdict
 
 import jax
 
-jax.config.update("jax_enable_x64", True)
 from adaptmc.compile_cache import use_compile_cache
 from adaptmc.run import compile_clock as cc
 from adaptmc_lab.bench.config import BenchConfig
 from adaptmc_lab.bench.samplers import SAMPLERS
 from adaptmc_lab.targets import get_target
+
+jax.config.update("jax_enable_x64", True)
 
 use_compile_cache()
 cc._listen()
@@ -22,8 +24,6 @@ tick, cpu = time.perf_counter(), time.process_time()
 out = SAMPLERS[sys.argv[2]](t, 1, BenchConfig())
 print("call", round(time.perf_counter()-tick,2), "compile", round(float(out.compile_s),2),
       "cpu", round(time.process_time()-cpu,2))
-from collections import defaultdict
-
 agg = defaultdict(lambda: defaultdict(float))
 for ph, name, s in cc._EVENTS[n0:]:
     agg[name][ph] += s

@@ -62,7 +62,9 @@ from adaptmc.adaptation.dual_averaging import da_final_step_size_compiled, da_in
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
 from adaptmc.adaptation.warmup_programs import (
     CHUNK,
+    chunk_key,
     chunk_program,
+    compile_chunk_ahead,
     first_program,
     padded,
     split,
@@ -124,6 +126,16 @@ def early_min(num_steps: int) -> int:
     return max(3 * CHUNK, CHUNK * round(EARLY_MIN_SHARE * num_steps / CHUNK))
 
 
+def chunk_ahead(target, positions, key, rank: int, target_accept: float) -> None:
+    """Start compiling the warm-up's chunk program for chains at positions like ``positions:
+    (chains, dim)`` from a key like ``key`` (arrays or their ``jax.ShapeDtypeStruct``) in
+    a thread of its own (`compile_chunk_ahead`): it compiles on another core while the
+    run computes its starts and the first program runs."""
+    if chunk_key(target_accept, rank) not in target.programs:
+        first_out = jax.eval_shape(first_program(target), key, positions, 10.0)
+        compile_chunk_ahead(target, target_accept, rank, first_out, positions)
+
+
 def schedule(num_steps: int) -> tuple[int, int]:
     """``(early_end, final_start)``: the most transitions of the early phase (it ends
     sooner once the chains agree, `settled.chains_agree`) and the first of the final,
@@ -142,6 +154,7 @@ class _Chains:
         self.target, self.rank, self.key = target, rank, key
         self.compile_s, self.calls, self.started = 0.0, 0, time.perf_counter()
         chains = positions.shape[0]
+        chunk_ahead(target, positions, key, rank, target_accept)  # if not started before
         self.key, logdensity, grad, inverse_mass, self.da, grads = first_program(target)(
             key, positions, 10.0)
         self.state = NutsState(positions, logdensity, grad)
@@ -168,17 +181,18 @@ class _Chains:
 
     def advance(self) -> None:
         """One chunk of `CHUNK` transitions per chain under the current metric."""
-        cache_key = ("early_warmup_chunk", CHUNK, self.target_accept, self.rank)
-        if cache_key not in self.target.programs:
-            tick = time.perf_counter()
-            program = compiled(self.target, cache_key,
-                               lambda: chunk_program(self.target, self.target_accept))
-            program.lower(self._rows(split(self.key, self.state.position.shape[0])[1])
-                          ).compile()
-            self.compile_s += time.perf_counter() - tick
-        program = self.target.programs[cache_key]
+        cache_key = chunk_key(self.target_accept, self.rank)
+        programs = self.target.programs
         self.key, keys = split(self.key, self.state.position.shape[0])
-        self.state, self.da, out = program(self._rows(keys))
+        if cache_key not in programs or ("ahead", cache_key) in programs:
+            tick = time.perf_counter()
+            ahead = ("ahead", cache_key) in programs  # compiling since the start
+            program = compiled(self.target, cache_key,  # waits for `compile_chunk_ahead`
+                               lambda: chunk_program(self.target, self.target_accept))
+            if not ahead:
+                program.lower(self._rows(keys)).compile()
+            self.compile_s += time.perf_counter() - tick
+        self.state, self.da, out = programs[cache_key](self._rows(keys))
         for name, value in zip(self.out, out, strict=True):
             self.out[name].append(np.asarray(value))
         self.num_grads += chain_grads(self.out["steps"][-1])

@@ -21,7 +21,9 @@ from adaptmc.adaptation.early import (
     EarlyWarmup,
     _Chains,
     chains_result,
+    chunk_ahead,
     start_chains,
+    warmup_rank,
 )
 from adaptmc.adaptation.low_rank import LowRankInverseMass
 from adaptmc.adaptation.nuts_sampling import nuts_arm
@@ -75,7 +77,9 @@ class EarlyWarmupStage:
     at a time until ``done``, ``save`` and ``load`` at any chunk, and ``finish`` with
     ``then(EarlyWarmup)`` (what the run goes on with: the recipe's plan after the warm-up);
     ``nuts``: ``"off"``, or whether NUTS may sample after tuning (``"choose"``: when its
-    reward wins, `adaptmc.run.nuts_stage`) or always does (``"always"``).
+    reward wins, `adaptmc.run.nuts_stage`) or always does (``"always"``); ``init_kernel``:
+    the kernel whose states the run starts from the warm-up's positions, if ``then``'s plan
+    does (its program is then compiled while the warm-up runs, `adaptmc.run.loop.init_ahead`).
     """
 
     num_steps: int = 500
@@ -84,6 +88,7 @@ class EarlyWarmupStage:
     target_accept: float = 0.8
     name: str = "warm-up"
     nuts: str = "off"
+    init_kernel: object | None = None
 
     @property
     def num_blocks(self) -> int:
@@ -93,6 +98,15 @@ class EarlyWarmupStage:
         return start_chains(target, positions, key, num_steps=self.num_steps,
                             metric=self.metric, target_accept=self.target_accept,
                             progress=progress)
+
+    def compile_ahead(self, target, chains: int) -> None:
+        """Start compiling the chunk program (`early.chunk_ahead`) for ``chains`` chains at
+        default starts (the target's dtype), before the run has computed them."""
+        dtype = jax.dtypes.canonicalize_dtype(np.asarray(target.initial_position).dtype)
+        positions = jax.ShapeDtypeStruct((chains, target.dim), dtype)
+        key = jax.eval_shape(jax.random.key, 0)
+        chunk_ahead(target, positions, key, warmup_rank(target.dim, self.metric),
+                    self.target_accept)
 
     def step(self, run: _Chains) -> _Chains:
         run.advance()

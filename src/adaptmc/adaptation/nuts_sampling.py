@@ -26,7 +26,7 @@ import numpy as np
 from adaptmc.adaptation.chains import chain_grads
 from adaptmc.adaptation.dual_averaging import on_host
 from adaptmc.adaptation.early import OUTPUTS, _Chains, final_steps
-from adaptmc.adaptation.warmup_programs import CHUNK, chunk_program, padded
+from adaptmc.adaptation.warmup_programs import CHUNK, chunk_key, chunk_program, padded
 from adaptmc.targets.base import compiled
 
 JITTER = 0.1
@@ -82,8 +82,7 @@ def nuts_sample(arm: NutsArm, state, key, draws: int, fold: int | None = None) -
     is ``fold_in(key, fold)``."""
     if int(draws) != draws or draws < 1:
         raise ValueError(f"draws must be an integer >= 1, got {draws}")
-    cache_key = ("early_warmup_chunk", CHUNK, arm.target_accept, arm.rank)
-    program = compiled(arm.target, cache_key,
+    program = compiled(arm.target, chunk_key(arm.target_accept, arm.rank),
                        lambda: chunk_program(arm.target, arm.target_accept))
     out, grads = {name: [] for name in OUTPUTS}, 0
     chains = state.position.shape[0]

@@ -22,7 +22,7 @@ from adaptmc.adaptation.dual_averaging import (
 )
 from adaptmc.adaptation.low_rank import LowRankInverseMass
 from adaptmc.adaptation.window import reasonable_step_size
-from adaptmc.targets.base import QUICK_COMPILE, compiled
+from adaptmc.targets.base import QUICK_COMPILE, compile_ahead, compiled
 
 CHUNK = 10
 """NUTS transitions per chain in one call of the chunk program."""
@@ -109,6 +109,29 @@ def _pack(state, da, axis=0):
 def _unit(word, dtype):
     """A uniform on (0, 1) from a random 32-bit ``word``."""
     return (word.astype(dtype) + 0.5) * 2.0**-32
+
+
+def chunk_key(target_accept: float, rank: int) -> tuple:
+    """The chunk program's key in the target's program store (`compiled`)."""
+    return ("early_warmup_chunk", CHUNK, target_accept, rank)
+
+
+def compile_chunk_ahead(target, target_accept: float, rank: int, first_out,
+                        positions) -> None:
+    """Start compiling the chunk program in a thread of its own (`compile_ahead`) for the
+    rows the warm-up will give it: their shapes and dtypes from ``first_out`` (the first
+    program's outputs as `jax.eval_shape` gives them) and ``positions: (chains, dim)``.
+    XLA compiles it on another core while the first program runs."""
+    chains, dim = positions.shape
+    key, logdensity, grad, _, da, _ = first_out
+    real = jax.dtypes.canonicalize_dtype(np.float64)  # the host arrays `_rows` gives
+    shapes = ((dim,), (dim, rank), (rank,))  # the metric: every chain's, not broadcast
+    state = NutsState(jax.ShapeDtypeStruct(positions.shape, positions.dtype), logdensity, grad)
+    rows = (jax.ShapeDtypeStruct((chains,), key.dtype), state, da,
+            tuple(jax.ShapeDtypeStruct(s, real) for s in shapes),
+            jax.ShapeDtypeStruct((chains,), real))
+    compile_ahead(target, chunk_key(target_accept, rank),
+                  lambda: chunk_program(target, target_accept), rows)
 
 
 def split(key, chains: int, fold: int | None = None):

@@ -238,7 +238,7 @@ def _hmc_plan(options: dict, objective) -> Plan:
                              stop=(options["stop_rule"], options["stop_tolerance"]))
     most = TUNING if tuning is None else tuning
     stage = EarlyWarmupStage(options["warmup_steps"], options["metric"], then,
-                             options["target_accept"], nuts=options["nuts"])
+                             options["target_accept"], nuts=options["nuts"], init_kernel=hmc)
     return Plan("adaptive-hmc", hmc, HMCParams(jitter=jitter), tuners.fixed(), objective,
                 most + 1, max(budget or 1000, 1), most, most, options=options,
                 warmup=stage, draws=options["draws"])

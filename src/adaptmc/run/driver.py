@@ -35,7 +35,12 @@ from adaptmc.run import checks, faults, store
 from adaptmc.run.compile_clock import census, compile_events, compile_seconds
 from adaptmc.run.idata import describe_tuning, to_inference_data
 from adaptmc.run.lock import owning
-from adaptmc.run.loop import checked_jitter, default_starts, initial_positions_checked
+from adaptmc.run.loop import (
+    checked_jitter,
+    default_starts,
+    init_ahead,
+    initial_positions_checked,
+)
 from adaptmc.run.nuts_stage import NutsSample, choose_sampler
 from adaptmc.run.plan import Plan, RunOptions, as_plan, run_keys, run_start
 from adaptmc.run.resume import load_warmup, start_super_transitions, write_warmup
@@ -113,6 +118,8 @@ class Context:
             raise ValueError(f"seed must be an integer in [0, 2**63), got {seed}")
         self.starts, self.initial_states = options.initial_positions, options.initial_states
         default = plan.warmup is not None and self.initial_states is None and self.starts is None
+        if default and hasattr(plan.warmup, "compile_ahead"):  # while the starts are made
+            plan.warmup.compile_ahead(target, options.num_chains)
         # the run's keys and its default starts (`default_positions`') in one program
         self.keys, starts = run_start(seed, target.initial_position, options.num_chains,
                                       checked_jitter(options.init_jitter)) \
@@ -148,6 +155,8 @@ class Context:
             tick, compiled_before = time.perf_counter(), compile_seconds()
             state = stage.start(self.target, np.asarray(self.starts), self.keys["warmup"],
                                 None if self.options.progress else False)
+            if getattr(stage, "init_kernel", None) is not None:  # compiled during the warm-up
+                init_ahead(self.target, stage.init_kernel, np.asarray(self.starts))
             if self.options.resume:
                 fresh = getattr(state, "num_grads", 0)
                 state, loaded = load_warmup(stage, state, self.folder.run_dir)

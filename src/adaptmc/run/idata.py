@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from adaptmc.run.store import merge_chunks
-from adaptmc.targets.base import compiled
+from adaptmc.targets.base import compile_ahead, compiled
 from adaptmc.targets.observations import observation_groups
 
 # the most bytes of draws a block of a run folder's lazily read columns holds (`_LazyColumns`)
@@ -43,23 +43,45 @@ def posterior_variables(target, positions: np.ndarray) -> dict[str, np.ndarray]:
     positions = np.asarray(positions)
     batch, dim = positions.shape[:-1], positions.shape[-1]
     flat = positions.reshape(-1, dim)
-    rows = 1 << max(0, math.ceil(math.log2(max(flat.shape[0], 1))))
+    rows = _rows(flat.shape[0])
     if rows > flat.shape[0]:
         filler = flat[-1:] if flat.shape[0] else np.zeros((1, dim), flat.dtype)
         flat = np.concatenate([flat, np.repeat(filler, rows - flat.shape[0], axis=0)])
     constrain = getattr(target, "constrain", None)
-    fn = constrain if constrain is not None else target.unravel
-    named = _as_it_is(fn, flat)
+    named = _as_it_is(_variables_fn(target), flat)
     if named is None:
-        program = compiled(target, ("posterior_variables", rows, str(flat.dtype)),
-                           lambda: jax.jit(jax.vmap(fn)))
-        named = program(flat)
+        named = compiled(target, ("posterior_variables", rows, str(flat.dtype)),
+                         lambda: _variables_program(target))(flat)
     count = int(np.prod(batch))
     if constrain is not None:
         return {str(k): np.asarray(v)[:count].reshape(batch + v.shape[1:])
                 for k, v in named.items()}
     return {_leaf_name(path): np.asarray(leaf)[:count].reshape(batch + leaf.shape[1:])
             for path, leaf in jax.tree_util.tree_flatten_with_path(named)[0]}
+
+
+def variables_ahead(target, shape: tuple[int, ...], dtype) -> None:
+    """Start compiling `posterior_variables`' program for positions of ``shape`` and
+    ``dtype`` (e.g. ``(chains, draws, dim)`` before the draws are made) in a thread of its
+    own (`compile_ahead`); nothing for a target whose variables are its positions."""
+    rows = _rows(int(np.prod(shape[:-1])))
+    flat = jax.ShapeDtypeStruct((rows, shape[-1]), jax.dtypes.canonicalize_dtype(dtype))
+    if _as_it_is(_variables_fn(target), flat) is None:
+        compile_ahead(target, ("posterior_variables", rows, str(flat.dtype)),
+                      lambda: _variables_program(target), flat)
+
+
+def _rows(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
+def _variables_fn(target):
+    constrain = getattr(target, "constrain", None)
+    return constrain if constrain is not None else target.unravel
+
+
+def _variables_program(target):
+    return jax.jit(jax.vmap(_variables_fn(target)))
 
 
 def _as_it_is(fn, flat: np.ndarray):

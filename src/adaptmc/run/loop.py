@@ -20,7 +20,7 @@ import numpy as np
 from adaptmc.kernels.base import Kernel
 from adaptmc.run.plan import jittered, run_keys, run_start
 from adaptmc.run.starts import Starts, finite_starts
-from adaptmc.targets.base import QUICK_COMPILE, Target, check_position, compiled
+from adaptmc.targets.base import QUICK_COMPILE, Target, check_position, compile_ahead, compiled
 
 STEP_FIELDS = ("acceptance_rate", "accepted", "is_divergent", "energy_error", "num_grads",
                "energy")
@@ -250,11 +250,22 @@ _jittered = functools.partial(jax.jit, static_argnums=(2,), compiler_options=QUI
 def init_states(target: Target, kernel: Kernel, positions):
     """Every chain's kernel state at ``positions: (chains, dim)``, in one compiled call
     (vmapped op by op, each primitive of the model would compile on its own)."""
+    return compiled(target, ("init", kernel), lambda: _init_program(target, kernel))(positions)
+
+
+def init_ahead(target: Target, kernel: Kernel, positions: np.ndarray) -> None:
+    """Start compiling `init_states`' program for positions like ``positions: (chains,
+    dim)`` (their shape and dtype, as the warm-up returns them) in a thread of its own
+    (`compile_ahead`), while the warm-up runs."""
+    compile_ahead(target, ("init", kernel), lambda: _init_program(target, kernel),
+                  jax.ShapeDtypeStruct(positions.shape,
+                                       jax.dtypes.canonicalize_dtype(positions.dtype)))
+
+
+def _init_program(target: Target, kernel: Kernel):
     # at the default level: the states' log densities and gradients start the chains, and
     # -O0 computes some models' gradients differently in the last bits (gp_pois_regr: 7e-15)
-    init = compiled(target, ("init", kernel),
-                    lambda: jax.jit(jax.vmap(lambda x: kernel.init(x, target))))
-    return init(positions)
+    return jax.jit(jax.vmap(lambda x: kernel.init(x, target)))
 
 
 def super_transition_keys(key, index: int, num_chains: int, count: int = 1):

@@ -14,6 +14,7 @@ import numpy as np
 from adaptmc import io
 from adaptmc.disk import telling_a_full_run
 from adaptmc.run import store
+from adaptmc.run.idata import variables_ahead
 from adaptmc.run.loop import init_states
 from adaptmc.run.phases import Phases
 from adaptmc.run.transitions import (
@@ -63,6 +64,9 @@ def start_super_transitions(ctx) -> tuple[Tune, Progress]:
     when resuming."""
     setup = new_setup(ctx)
     stage = Tune(setup, ctx.options.progress)
+    if ctx.plan.draws and ctx.thin == 1 and not ctx.options.resume:  # compiled meanwhile
+        variables_ahead(setup.target, (setup.num_chains, ctx.plan.draws, setup.target.dim),
+                        np.asarray(setup.target.initial_position).dtype)
     if ctx.initial_states is None:
         states, spent = init_states(setup.target, setup.kernel, ctx.starts), setup.num_chains
     else:

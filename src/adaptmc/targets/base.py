@@ -8,6 +8,8 @@ names and an initial position.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -196,7 +198,51 @@ def compiled(target: Target, key: Any, make: Callable[[], Any]) -> Any:
         return make()
     if key not in programs:
         programs[key] = make()
+    ahead = programs.pop(("ahead", key), None)  # compiling in a thread (`compile_ahead`)
+    if ahead is not None:
+        tick = time.perf_counter()
+        ahead.join()
+        AHEAD_WAITED[0] += time.perf_counter() - tick
     return programs[key]
+
+
+COMPILE_AHEAD = True
+"""Whether `compile_ahead` compiles in threads (False: each program compiles at its first
+call, in the caller's thread)."""
+AHEAD_THREAD = "adaptmc-compile"
+"""The name of `compile_ahead`'s threads."""
+AHEAD_WAITED = [0.0]
+"""Seconds this process waited in `compiled` for a program `compile_ahead` had not finished
+(part of the compilation a caller waits for, `adaptmc.run.compile_clock`)."""
+
+
+def compile_ahead(target: Target, key: Any, make: Callable[[], Any], *args) -> None:
+    """Trace and lower the program ``make()`` (a ``jax.jit`` function), stored on ``target``
+    under ``key`` (`compiled`), for ``args`` (their shapes and dtypes: ``jax.ShapeDtypeStruct``
+    or arrays) here, and compile it in a thread of its own: XLA compiles on another core while
+    the run goes on, and `compiled` waits for that thread before it hands the program out,
+    whose first call then finds it compiled (the same program: the same bits). Tracing stays
+    in the caller's thread: it runs the user's model code, whose library may keep global state
+    (NumPyro's effect handlers are one stack per process). A failure is left for the
+    program's own call to raise. Nothing when the program is stored already."""
+    programs = getattr(target, "programs", None)
+    if not COMPILE_AHEAD or programs is None or key in programs:
+        return
+    program = compiled(target, key, make)
+    try:
+        lowered = program.lower(*args)
+    except Exception:  # noqa: BLE001 - the program's own call traces and raises it
+        return
+
+    def compile_lowered():
+        try:
+            lowered.compile()
+        except Exception:  # noqa: BLE001 - the program's own call compiles and raises it
+            return
+
+    thread = threading.Thread(target=compile_lowered, name=AHEAD_THREAD, daemon=True)
+    programs[("ahead", key)] = thread
+    thread.start()
 
 
 def with_reference(target: Target, reference: Reference) -> Target:
