@@ -204,8 +204,9 @@ class Context:
             if name in prepared.record:
                 self.attrs[name] = json.dumps(prepared.record[name], default=io.jsonable)
         if self.options.progress:
-            then = f"tuning in the box {prepared.record.get('box')}" \
-                if prepared.record.get("box") else f"sampling with {self.plan.kernel.name}"
+            box, tuning, nuts = prepared.record.get("box"), self.plan.num_warmup, self.plan.nuts
+            then = f"tuning up to {tuning} super-transitions in the box {box}" if box and \
+                tuning > 0 else f"sampling with {'NUTS' if nuts else self.plan.kernel.name}"
             print(f"{self.plan.name}: warm-up done ({prepared.num_grads:,} gradients); "
                   f"{then}", flush=True)
         self.starts = self._check_plan(after_warmup=True)
