@@ -106,7 +106,7 @@ from adaptmc.targets import as_target
 target = as_target(sys.argv[2])
 built, missed = len(compiled), len(misses)
 idata = adaptmc.sample(target, chains=4, seed=0, progress=False,
-                       compile_cache=sys.argv[1] == "cache")
+                       compile_cache=sys.argv[1] == "cache", **json.loads(sys.argv[3]))
 post = idata.posterior
 draws = np.concatenate([np.asarray(post[v]).reshape(4, 1000, -1) for v in post.data_vars], -1)
 print(json.dumps({"target": compiled[:built], "programs": compiled[built:],
@@ -119,15 +119,17 @@ print(json.dumps({"target": compiled[:built], "programs": compiled[built:],
 MAX_PROGRAMS = 6
 
 
-def _programs_in_new_process(cache: str, folder=None, target="std-normal-10d") -> dict:
+def _programs_in_new_process(cache: str, folder=None, target="std-normal-10d",
+                             **options) -> dict:
     """What the default run (`adaptmc.sample` of ``target``, built before the call, 4
-    chains, seed 0) compiled in a new process: JAX's backend compilations of the target's
-    construction and of the call, the run record's census, cache misses, a digest of the
-    posterior draws."""
+    chains, seed 0; ``options`` its keywords) compiled in a new process: JAX's backend
+    compilations of the target's construction and of the call, the run record's census,
+    cache misses, a digest of the posterior draws."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
     if folder is not None:
         env["ADAPTMC_COMPILE_CACHE"] = str(folder)
-    out = subprocess.run([sys.executable, "-c", COUNT_PROGRAMS, cache, target], env=env,
+    out = subprocess.run([sys.executable, "-c", COUNT_PROGRAMS, cache, target,
+                          json.dumps(options)], env=env,
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.splitlines()[-1])
@@ -146,13 +148,28 @@ def test_a_default_run_in_a_new_process_compiles_at_most_six_programs():
     assert sorted(f"jit({name})" for name in census) == sorted(programs), (census, programs)
 
 
-@pytest.mark.slow  # two default runs in new processes
-def test_the_same_run_in_a_second_process_compiles_none_of_the_samplers_programs(tmp_path):
+def test_a_mams_run_compiles_no_more_programs_than_the_default():
+    """``mams="on"``: the warm-up's programs and MAMS's one (``mams_chunk``, compiled
+    alongside the warm-up), at most `MAX_PROGRAMS` in all."""
+    found = _programs_in_new_process("none", mams="on")
+    programs = found["programs"]
+    assert len(programs) <= MAX_PROGRAMS, programs
+    assert "jit(mams_chunk)" in programs, programs
+    census = json.loads(found["census"])
+    assert [p["ahead"] for p in census
+            if p["name"] == "mams_chunk" and p["compile_s"] > 0] == [True], census
+
+
+@pytest.mark.slow  # two default runs in new processes, two MAMS runs
+@pytest.mark.parametrize("mams", ["off", "on"])
+def test_the_same_run_in_a_second_process_compiles_none_of_the_samplers_programs(
+        tmp_path, mams):
     """With the persistent compile cache (as `adaptmc.sample` keeps it by default), the
-    default run again in a new process loads every program from the cache: JAX records no
-    cache miss (a program loaded is still traced and lowered, and named in the census)."""
-    first = _programs_in_new_process("cache", tmp_path / "cache")
-    second = _programs_in_new_process("cache", tmp_path / "cache")
+    default run (and one sampling with MAMS) again in a new process loads every program
+    from the cache: JAX records no cache miss (a program loaded is still traced and
+    lowered, and named in the census)."""
+    first = _programs_in_new_process("cache", tmp_path / "cache", mams=mams)
+    second = _programs_in_new_process("cache", tmp_path / "cache", mams=mams)
     assert first["cache_misses"] > 0 and [p for p in json.loads(first["census"])
                                           if p["compile_s"] > 0]
     assert second["cache_misses"] == 0, second["programs"]
