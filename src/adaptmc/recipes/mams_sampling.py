@@ -21,8 +21,14 @@ Metropolis-adjusted microcanonical sampling (Robnik, Cohn-Gordon & Seljak 2025;
    The robust ESS per transition ``r1`` of the last stage's draws (`pooled`)
    (`adaptmc.objectives.robust_ess_per_grad`: the slowest of bulk ``x``, bulk ``x^2`` and
    tails) sets the thinning (`thinning`).
-3. **Sampling**: ``draws`` kept draws per chain, every ``k``-th transition, by the run's
-   super-transitions (``KEPT_PER_BLOCK`` kept draws each).
+3. **Sampling**: ``draws`` kept draws per chain, every ``k``-th transition, in blocks of
+   ``KEPT_PER_BLOCK`` kept draws recorded as the run's super-transitions
+   (`adaptmc.run.mams_stage.MamsSample`).
+
+Every transition of steps 1-3 runs through MAMS's one compiled program
+(`adaptmc.kernels.mams_chunk`: the dual averaging on or off, the steps, thinning and number
+of transitions its arguments), compiled alongside the warm-up (`MamsWarmupStage`), from the
+warm-up's chains' states (their log densities and gradients are not computed again).
 
 Every gradient of steps 1 and 2 is counted with the warm-up's (they come before the first
 kept draw); a resumed run repeats them from the warm-up's checkpoint (the same key, the same
