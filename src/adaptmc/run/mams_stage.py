@@ -4,7 +4,8 @@
 per chain through MAMS's one compiled program (`adaptmc.kernels.mams_chunk`: the program
 that tuned MAMS's step and trajectory length, its dual averaging off) in place of a
 super-transition, every ``thin``-th transition kept: at most the super-transition's kept
-draws (its budget over ``num_leapfrog x thin``) and no more than the run still needs. It is
+draws (its budget over the gradients of ``thin`` transitions) and no more than the run
+still needs. It is
 recorded, checkpointed and summarised as a super-transition: its draws go to the posterior,
 its gradients (every transition's), divergences and summed acceptance probabilities to the
 sample stats; the key of block ``i`` is the run's key folded with ``i``, so a resumed run
@@ -24,12 +25,13 @@ from adaptmc.run.transitions import Progress, Setup, SuperTransitions, _account,
 
 class MamsArm(NamedTuple):
     """What sampling with MAMS needs: the metric's padded arrays
-    (`adaptmc.kernels.mams_chunk.as_padded`), the step, the isokinetic steps per
-    transition, the step's jitter and the acceptance rate its averaging aimed at."""
+    (`adaptmc.kernels.mams_chunk.as_padded`), the isokinetic step ``eps``, the steps per
+    transition (its gradients), the step's jitter and the acceptance rate its averaging
+    aimed at."""
 
     metric: tuple
-    step_size: float
-    num_leapfrog: int
+    eps: float
+    steps: int
     jitter: float
     target_accept: float
 
@@ -45,12 +47,12 @@ class MamsSample(SuperTransitions):
 
     def step(self, state: Progress) -> Progress:
         setup, arm = self.setup, self.arm
-        per_block = setup.gradient_budget // arm.num_leapfrog // setup.thin
+        per_block = setup.gradient_budget // arm.steps // setup.thin
         kept = max(1, min(per_block, CAPACITY, setup.phases.kept_missing(state)))
         count = kept * setup.thin
         tick = time.perf_counter()
         out = run_chunk(setup.target, setup.key, state.states, arm.metric,
-                        da_fixed(arm.step_size), count=count, fixed_steps=arm.num_leapfrog,
+                        da_fixed(arm.eps), count=count, fixed_steps=arm.steps,
                         thin=setup.thin, jitter=arm.jitter, target_accept=arm.target_accept,
                         fold=state.index)
         wall_s = time.perf_counter() - tick
