@@ -16,9 +16,9 @@ probability; without, it stays where the state given puts it. Every ``thin``-th 
 kept in a buffer of `CAPACITY` draws; per chain the gradients, divergences and acceptance
 probabilities of every transition (kept or not) are summed.
 
-The metric is the warm-up's ``M^-1 = diag(s)(I + U (Lambda - 1) U^T) diag(s)`` as padded
+The metric is the warm-up's ``M^-1 = D^1/2 (I + U (Lambda - 1) U^T) D^1/2`` as padded
 arrays (`as_padded`: a diagonal, dense or low-rank inverse mass alike), its square root
-``S = sqrt(s)(I + U (Lambda^1/2 - 1) U^T)`` (`adaptmc.kernels.metrics.low_rank_metric`). The
+``S = D^1/2 (I + U (Lambda^1/2 - 1) U^T)`` (`adaptmc.kernels.metrics.low_rank_metric`). The
 random numbers come from a counter-based hash (as compact NUTS's uniforms,
 `adaptmc.adaptation.compact_nuts`) seeded per chain and call by one threefry call: the
 velocity's normals by Box-Muller, the jitter's and the acceptance's uniforms.
