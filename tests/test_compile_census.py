@@ -42,9 +42,11 @@ def test_the_run_record_names_every_program_compiled_and_sums_to_compile_s(ahead
 
 
 def test_the_warmups_programs_compile_alongside_the_run_and_give_the_same_draws(monkeypatch):
-    """The warm-up's NUTS chunk program (``nuts_chunk``) and the kernel's states at its end
-    (``<lambda>``) compile in threads of their own (`adaptmc.targets.base.compile_ahead`)
-    while the run makes its starts and runs the warm-up's first program: the census marks
+    """The warm-up's NUTS chunk program (``nuts_chunk``) and MAMS's (``mams_chunk``: the
+    default samples with MAMS) compile in threads of their own
+    (`adaptmc.targets.base.compile_ahead`) while the run makes its starts and runs the
+    warm-up's first program (NUTS sampling's HMC init, ``<lambda>``, with ``mams="off"``):
+    the census marks
     them ``ahead``, each compiled once. With compile-ahead off every program compiles in
     the caller's thread, the same programs, and the draws are the same bits."""
     import numpy as np
@@ -59,7 +61,7 @@ def test_the_warmups_programs_compile_alongside_the_run_and_give_the_same_draws(
     run()  # the eager operations any run compiles once per process (``log``, ...)
     draws, programs = run()
     ahead = sorted(p["name"] for p in programs if p["ahead"])
-    assert ahead == ["<lambda>", "nuts_chunk"], programs
+    assert ahead == ["mams_chunk", "nuts_chunk"], programs
     monkeypatch.setattr(base, "COMPILE_AHEAD", False)
     draws_off, programs_off = run()
     assert not any(p["ahead"] for p in programs_off)
@@ -185,9 +187,10 @@ def test_the_same_run_in_a_second_process_compiles_none_of_the_samplers_programs
 # anew when the warm-up and NUTS sampling moved from BlackJAX's NUTS kernel to the compact
 # one (`adaptmc.adaptation.compact_nuts`: its own random streams; docs/notes/compact-nuts.md),
 # and when the warm-up's early phase began to end once the chains agree
-# (docs/notes/warmup-cost.md).
-PINNED = {"std-normal-10d": "3e41dcf73e4ca8ea",
-          "pdb-eight_schools-eight_schools_noncentered": "f325fbdace451aea"}
+# (docs/notes/warmup-cost.md); both anew when MAMS became the default's sampler where the
+# dimension is >= 2 (``mams="auto"``; docs/notes/mams-compile.md).
+PINNED = {"std-normal-10d": "bf1d16057dc3abe6",
+          "pdb-eight_schools-eight_schools_noncentered": "fc49b394cb9e6d60"}
 JAXLIB = "0.10.2"
 
 
