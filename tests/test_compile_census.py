@@ -42,9 +42,11 @@ def test_the_run_record_names_every_program_compiled_and_sums_to_compile_s(ahead
 
 
 def test_the_warmups_programs_compile_alongside_the_run_and_give_the_same_draws(monkeypatch):
-    """The warm-up's NUTS chunk program (``nuts_chunk``) and the kernel's states at its end
-    (``<lambda>``) compile in threads of their own (`adaptmc.targets.base.compile_ahead`)
-    while the run makes its starts and runs the warm-up's first program: the census marks
+    """The warm-up's NUTS chunk program (``nuts_chunk``) and MAMS's (``mams_chunk``: the
+    default samples with MAMS) compile in threads of their own
+    (`adaptmc.targets.base.compile_ahead`) while the run makes its starts and runs the
+    warm-up's first program (NUTS sampling's HMC init, ``<lambda>``, with ``mams="off"``):
+    the census marks
     them ``ahead``, each compiled once. With compile-ahead off every program compiles in
     the caller's thread, the same programs, and the draws are the same bits."""
     import numpy as np
@@ -59,7 +61,7 @@ def test_the_warmups_programs_compile_alongside_the_run_and_give_the_same_draws(
     run()  # the eager operations any run compiles once per process (``log``, ...)
     draws, programs = run()
     ahead = sorted(p["name"] for p in programs if p["ahead"])
-    assert ahead == ["<lambda>", "nuts_chunk"], programs
+    assert ahead == ["mams_chunk", "nuts_chunk"], programs
     monkeypatch.setattr(base, "COMPILE_AHEAD", False)
     draws_off, programs_off = run()
     assert not any(p["ahead"] for p in programs_off)
@@ -106,7 +108,7 @@ from adaptmc.targets import as_target
 target = as_target(sys.argv[2])
 built, missed = len(compiled), len(misses)
 idata = adaptmc.sample(target, chains=4, seed=0, progress=False,
-                       compile_cache=sys.argv[1] == "cache")
+                       compile_cache=sys.argv[1] == "cache", **json.loads(sys.argv[3]))
 post = idata.posterior
 draws = np.concatenate([np.asarray(post[v]).reshape(4, 1000, -1) for v in post.data_vars], -1)
 print(json.dumps({"target": compiled[:built], "programs": compiled[built:],
@@ -119,15 +121,17 @@ print(json.dumps({"target": compiled[:built], "programs": compiled[built:],
 MAX_PROGRAMS = 6
 
 
-def _programs_in_new_process(cache: str, folder=None, target="std-normal-10d") -> dict:
+def _programs_in_new_process(cache: str, folder=None, target="std-normal-10d",
+                             **options) -> dict:
     """What the default run (`adaptmc.sample` of ``target``, built before the call, 4
-    chains, seed 0) compiled in a new process: JAX's backend compilations of the target's
-    construction and of the call, the run record's census, cache misses, a digest of the
-    posterior draws."""
+    chains, seed 0; ``options`` its keywords) compiled in a new process: JAX's backend
+    compilations of the target's construction and of the call, the run record's census,
+    cache misses, a digest of the posterior draws."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
     if folder is not None:
         env["ADAPTMC_COMPILE_CACHE"] = str(folder)
-    out = subprocess.run([sys.executable, "-c", COUNT_PROGRAMS, cache, target], env=env,
+    out = subprocess.run([sys.executable, "-c", COUNT_PROGRAMS, cache, target,
+                          json.dumps(options)], env=env,
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.splitlines()[-1])
@@ -146,13 +150,28 @@ def test_a_default_run_in_a_new_process_compiles_at_most_six_programs():
     assert sorted(f"jit({name})" for name in census) == sorted(programs), (census, programs)
 
 
-@pytest.mark.slow  # two default runs in new processes
-def test_the_same_run_in_a_second_process_compiles_none_of_the_samplers_programs(tmp_path):
+def test_a_mams_run_compiles_no_more_programs_than_the_default():
+    """``mams="on"``: the warm-up's programs and MAMS's one (``mams_chunk``, compiled
+    alongside the warm-up), at most `MAX_PROGRAMS` in all."""
+    found = _programs_in_new_process("none", mams="on")
+    programs = found["programs"]
+    assert len(programs) <= MAX_PROGRAMS, programs
+    assert "jit(mams_chunk)" in programs, programs
+    census = json.loads(found["census"])
+    assert [p["ahead"] for p in census
+            if p["name"] == "mams_chunk" and p["compile_s"] > 0] == [True], census
+
+
+@pytest.mark.slow  # two default runs in new processes, two MAMS runs
+@pytest.mark.parametrize("mams", ["off", "on"])
+def test_the_same_run_in_a_second_process_compiles_none_of_the_samplers_programs(
+        tmp_path, mams):
     """With the persistent compile cache (as `adaptmc.sample` keeps it by default), the
-    default run again in a new process loads every program from the cache: JAX records no
-    cache miss (a program loaded is still traced and lowered, and named in the census)."""
-    first = _programs_in_new_process("cache", tmp_path / "cache")
-    second = _programs_in_new_process("cache", tmp_path / "cache")
+    default run (and one sampling with MAMS) again in a new process loads every program
+    from the cache: JAX records no cache miss (a program loaded is still traced and
+    lowered, and named in the census)."""
+    first = _programs_in_new_process("cache", tmp_path / "cache", mams=mams)
+    second = _programs_in_new_process("cache", tmp_path / "cache", mams=mams)
     assert first["cache_misses"] > 0 and [p for p in json.loads(first["census"])
                                           if p["compile_s"] > 0]
     assert second["cache_misses"] == 0, second["programs"]
@@ -168,9 +187,10 @@ def test_the_same_run_in_a_second_process_compiles_none_of_the_samplers_programs
 # anew when the warm-up and NUTS sampling moved from BlackJAX's NUTS kernel to the compact
 # one (`adaptmc.adaptation.compact_nuts`: its own random streams; docs/notes/compact-nuts.md),
 # and when the warm-up's early phase began to end once the chains agree
-# (docs/notes/warmup-cost.md).
-PINNED = {"std-normal-10d": "3e41dcf73e4ca8ea",
-          "pdb-eight_schools-eight_schools_noncentered": "f325fbdace451aea"}
+# (docs/notes/warmup-cost.md); both anew when MAMS became the default's sampler where the
+# dimension is >= 2 (``mams="auto"``; docs/notes/mams-compile.md).
+PINNED = {"std-normal-10d": "bf1d16057dc3abe6",
+          "pdb-eight_schools-eight_schools_noncentered": "fc49b394cb9e6d60"}
 JAXLIB = "0.10.2"
 
 

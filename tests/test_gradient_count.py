@@ -40,7 +40,8 @@ def counting_target():
 def test_default_recipe_counts_every_gradient_it_computes():
     target, count = counting_target()
     idata = adaptmc.sample(target, chains=CHAINS, seed=0, progress=False,
-                           compile_cache=False, warmup_steps=150, draws=100, tuning=4)
+                           compile_cache=False, warmup_steps=150, draws=100, tuning=4,
+                           mams="off")  # HMC tuning's shares (MAMS's: test_mams_sampling)
     jax.effects_barrier()
     assert count[0] == idata.attrs["total_grad_evals"]
     assert idata.attrs["check_grads"] == START_CHECKS
@@ -63,7 +64,8 @@ def test_a_resumed_run_counts_what_it_computes_again(tmp_path, where):
     target, count = counting_target()
 
     def call(**kwargs):
-        plan = build(DEFAULT_RECIPE, target, seed=0, warmup_steps=150, draws=100, tuning=4)
+        plan = build(DEFAULT_RECIPE, target, seed=0, warmup_steps=150, draws=100, tuning=4,
+                     mams="off")
         result = run_plan(target, plan, chains=CHAINS, seed=0, progress=False, **kwargs)
         jax.effects_barrier()
         return result

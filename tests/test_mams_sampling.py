@@ -168,7 +168,7 @@ def test_the_command_line_samples_with_mams(tmp_path, capsys):
 
 def test_bad_values_are_one_clear_error(capsys):
     target = get_target("std-normal-10d")
-    with pytest.raises(ValueError, match="mams must be one of off, on, got 'yes'"):
+    with pytest.raises(ValueError, match="mams must be one of auto, off, on, got 'yes'"):
         adaptive_hmc(target, mams="yes")
     with pytest.raises(ValueError, match="mams"):
         build("adaptive-hmc", target, mams=True)

@@ -19,7 +19,7 @@ KWARGS = dict(chains=2, seed=3, progress=False, checkpoint_every=2)
 
 
 def _run(target, nuts, **more):
-    plan = build("adaptive-hmc", target, nuts=nuts, **{**OPTIONS, **more})
+    plan = build("adaptive-hmc", target, nuts=nuts, mams="off", **{**OPTIONS, **more})
     return run_plan(target, plan, **KWARGS)
 
 
@@ -94,13 +94,13 @@ def test_a_run_stopped_in_nuts_sampling_resumes_bit_identically(tmp_path):
     whole = _run(target, "always")
     adapted = int(whole.idata.tuning.attrs["adapted"])
     out = tmp_path / "run"
-    plan = build("adaptive-hmc", target, nuts="always", **OPTIONS)
+    plan = build("adaptive-hmc", target, nuts="always", mams="off", **OPTIONS)
     # stopped after the first NUTS block (100 of 230 draws)
     partial = run_plan(target, plan, output_dir=out,
                        stop_after=_warmup_chunks(whole) + adapted + 1, **KWARGS)
     assert partial.idata is None
     target = get_target("std-normal-10d")
-    plan = build("adaptive-hmc", target, nuts="always", **OPTIONS)
+    plan = build("adaptive-hmc", target, nuts="always", mams="off", **OPTIONS)
     resumed = run_plan(target, plan, output_dir=out, resume=True, **KWARGS)
     np.testing.assert_array_equal(_draws(resumed), _draws(whole))
     assert resumed.num_grads == whole.num_grads
@@ -116,7 +116,7 @@ def test_a_run_sampling_with_nuts_counts_every_gradient_it_computes():
     target, count = counting_target()
     idata = adaptmc.sample(target, chains=CHAINS, seed=0, progress=False,
                            compile_cache=False, warmup_steps=150, draws=105, tuning=4,
-                           nuts="always")
+                           nuts="always", mams="off")
     jax.effects_barrier()
     assert json.loads(idata.attrs["sampler"])["sampler"] == "nuts"
     assert idata.posterior.sizes["draw"] == 105
@@ -131,11 +131,11 @@ def test_a_thinned_default_run_says_that_untuned_hmc_sampled_in_place_of_nuts():
     from adaptmc.diagnostics import format_summary
 
     idata = adaptmc.sample("std-normal-10d", chains=2, seed=0, progress=False, draws=100,
-                           warmup_steps=150, thin=2)
+                           warmup_steps=150, thin=2, mams="off")
     record = json.loads(idata.attrs["sampler"])
     assert record["sampler"] == "hmc" and record["thinned"]
     assert "NUTS, which would have sampled, does not thin" in format_summary(idata)
     plain = adaptmc.sample("std-normal-10d", chains=2, seed=0, progress=False, draws=100,
-                           warmup_steps=150)
+                           warmup_steps=150, mams="off")
     assert not json.loads(plain.attrs["sampler"])["thinned"]
     assert "does not thin" not in format_summary(plain)

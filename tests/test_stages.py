@@ -24,7 +24,7 @@ OPTIONS = dict(warmup_steps=150, tuning=3, draws=60)  # at most 15 warm-up chunk
 
 
 def _plan(target):
-    return build("adaptive-hmc", target, **OPTIONS)
+    return build("adaptive-hmc", target, mams="off", **OPTIONS)  # HMC tuning, NUTS
 
 
 def _draws(result):
@@ -106,7 +106,7 @@ def test_from_the_command_line_to_a_kernel_step_at_most_six_frames(tmp_path, mon
     try:
         code = main(["sample", "--target", "std-normal-10d", "--out", str(tmp_path / "run"),
                      "--chains", "2", "--warmup-steps", "150", "--tuning", "3", "--draws", "40",
-                     "--no-progress", "--no-compile-cache"])
+                     "--mams", "off", "--no-progress", "--no-compile-cache"])
     finally:
         sys.setprofile(None)
     assert code == 0

@@ -311,7 +311,7 @@ def test_a_default_run_samples_with_nuts_right_after_the_warm_up():
     import adaptmc
 
     idata = adaptmc.sample("std-normal-10d", chains=2, seed=0, progress=False, draws=200,
-                           warmup_steps=150)
+                           warmup_steps=150, mams="off")  # MAMS samples by default
     assert json.loads(idata.attrs["sampler"])["sampler"] == "nuts"
     assert idata.tuning.attrs["adapt_until"] == 0  # no tuning super-transition
     assert not np.any(idata.tuning["warmup"].values)

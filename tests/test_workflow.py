@@ -235,7 +235,7 @@ def _logistic_data(n: int = 40):
 
 
 PREDICTIVE = dict(chains=2, draws=40, warmup_steps=150, tuning=3, progress=False,
-                  objective="predictive", heldout=0.25)
+                  objective="predictive", heldout=0.25, mams="off")  # HMC tuning
 
 
 def test_predictive_reward_reads_held_out_observations_only():
@@ -291,7 +291,8 @@ def test_predictive_tuning_through_the_api_and_the_cli(tmp_path):
     out = tmp_path / "run"
     done = subprocess.run(
         [sys.executable, "-m", "adaptmc", "sample", "--target", "logistic_model:target",
-         "--objective", "predictive", "--heldout", "0.25", "--chains", "2", "--draws", "40",
+         "--objective", "predictive", "--heldout", "0.25", "--mams", "off", "--chains", "2",
+         "--draws", "40",
          "--warmup-steps", "150", "--tuning", "3", "--out", str(out), "--no-progress"],
         capture_output=True, text=True, cwd=tmp_path, timeout=900,
         env={**os.environ, "PYTHONPATH": f"{SRC}:{tmp_path}"})

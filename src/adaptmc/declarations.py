@@ -60,8 +60,8 @@ ADAPTIVE_OPTIONS: tuple[Option, ...] = (
                  "sampling, <= 12)", low=0, high=10**6, group=ADAPTIVE),
     Option("nuts", "choice", "choose: NUTS samples if it beats tuned HMC",
            choices=("choose", "always", "off"), group=ADAPTIVE),
-    Option("mams", "choice", "on: MAMS samples after the warm-up", choices=("off", "on"),
-           group=ADAPTIVE),
+    Option("mams", "choice", "auto: MAMS samples after the warm-up if dim >= 2",
+           choices=("auto", "off", "on"), group=ADAPTIVE),
     Option("stop_rule", "choice", "what may end tuning early (default ei)",
            choices=("ucb-lcb", "ucb", "ei"), group=ADAPTIVE),
     Option("stop_tolerance", "float", "the stop rule's threshold (default: from the run's "

@@ -140,12 +140,17 @@ def metropolis_hastings(key, log_ratio, num_grads) -> tuple[Array, StepInfo]:
 
     Returns ``(accept, info)``.
     """
+    return accept_with(jnp.log(jax.random.uniform(key, dtype=jnp.result_type(float))),
+                       log_ratio, num_grads)
+
+
+def accept_with(log_u, log_ratio, num_grads) -> tuple[Array, StepInfo]:
+    """`metropolis_hastings` with its uniform's log ``log_u`` given."""
     energy_error = -log_ratio
     finite = jnp.isfinite(energy_error)
     is_divergent = (~finite) | (energy_error > DIVERGENCE_THRESHOLD)
     safe_log_ratio = jnp.where(finite, log_ratio, -jnp.inf)
     acceptance_rate = jnp.exp(jnp.minimum(safe_log_ratio, 0.0))
-    log_u = jnp.log(jax.random.uniform(key, dtype=jnp.result_type(float)))
     accept = finite & (log_u < safe_log_ratio)
     info = StepInfo(
         acceptance_rate=acceptance_rate,

@@ -7,8 +7,9 @@ steps of the isokinetic (ESH) dynamics of Steeg & Galstyan (2021), whose velocit
 norm, with the velocity Verlet splitting ``B(eps/2) A(eps) B(eps/2)`` (one gradient per
 step), and accepts with probability ``min(1, exp(-W))``, ``W = U(x') - U(x) + Delta K``:
 the change of the potential ``U = -log p`` plus the kinetic energy change ``Delta K`` the
-isokinetic velocity updates accumulate (``(d - 1)`` times a log factor per update; BlackJAX's
-``esh_dynamics_momentum_update_one_step``, whose closed form we use as it is). The step size
+isokinetic velocity updates accumulate (``(d - 1)`` times a log factor per update, the
+closed form of `velocity_update`; BlackJAX's ``esh_dynamics_momentum_update_one_step``
+computes the same, and this module no longer imports BlackJAX). The step size
 is jittered per transition, ``eps U(1 - j, 1 + j)`` (Neal 2011, Sec. 5.4.2.2), which
 randomises the trajectory length at a fixed gradient cost (BlackJAX's
 ``adjusted_mclmc_dynamic`` draws the number of steps instead; here it stays fixed so that
@@ -87,52 +88,73 @@ def init(position: Array, target) -> MAMSState:
     return MAMSState(position, logdensity, grad)
 
 
-def _isokinetic_step(target, scale, scale_transpose):
-    """One velocity Verlet step of the isokinetic dynamics in the frame ``x = x0 + S z``:
-    BlackJAX's two-stage splitting with its ESH velocity update (on ``S^T grad``) and a
-    position update through our target and ``S``. Returns ``step(state, step_size) ->
-    (state, kinetic_energy_change)``."""
-    from blackjax.mcmc import integrators
+class IsokineticState(NamedTuple):
+    """A point of an isokinetic trajectory: position, unit velocity (in the metric's frame
+    ``z``), log density and its gradient."""
 
-    esh_update = integrators.esh_dynamics_momentum_update_one_step(1.0)
+    position: Array
+    velocity: Array
+    logdensity: Array
+    logdensity_grad: Array
 
-    def velocity_update(velocity, grad, step_size, coef, previous=None, is_last_call=False):
-        return esh_update(velocity, scale_transpose(grad), step_size, coef, previous,
-                          is_last_call)
 
-    def position_update(position, velocity, step_size, coef, info=None):
-        position = position + step_size * coef * scale(velocity)
-        logdensity, grad = target.logdensity_and_grad(position)
-        return position, logdensity, grad, info
-
-    return integrators.generalized_two_stage_integrator(
-        velocity_update, position_update, integrators.velocity_verlet_coefficients,
-        format_output_fn=integrators.format_isokinetic_state_output)
+def velocity_update(velocity, grad_z, step_size):
+    """``(u', Delta K)``: the exact flow of the isokinetic velocity equation for a time
+    ``step_size`` under a fixed gradient ``grad_z = S^T grad log p`` (Steeg & Galstyan 2021,
+    ESH dynamics; the closed form of Robnik, De Luca, Silverstein & Seljak 2023, MCLMC):
+    with ``e = grad_z / |grad_z|``, ``delta = step_size |grad_z| / (d - 1)``, ``zeta =
+    exp(-delta)`` and ``c = u . e``, ``u' ~ e (1 - zeta) (1 + zeta + c (1 - zeta)) + 2 zeta
+    u`` (normalised) and ``Delta K = (d - 1) (delta - log 2 + log(1 + c + (1 - c)
+    zeta^2))``, the last term from ``|u + e|^2 / 2 = 1 + c`` (or ``|u - e|^2 / 2`` when
+    ``zeta > 1``, a step backward) for accuracy when ``c`` is near -1."""
+    d = velocity.shape[0]
+    norm = jnp.linalg.norm(grad_z)
+    e = jnp.where(norm > 0, grad_z / jnp.where(norm > 0, norm, 1.0), 0.0)
+    c = jnp.dot(velocity, e)
+    delta = step_size * norm / (d - 1)
+    zeta = jnp.exp(-delta)
+    raw = e * (1 - zeta) * (1 + zeta + c * (1 - zeta)) + 2 * zeta * velocity
+    plus = 0.5 * jnp.sum(jnp.square(velocity + e))
+    minus = 0.5 * jnp.sum(jnp.square(velocity - e))
+    zeta2 = zeta * zeta
+    log_a = jnp.log(jnp.where(zeta2 <= 1, plus * (1 - zeta2) + 2 * zeta2,
+                              minus * (zeta2 - 1) + 2))
+    return raw / jnp.linalg.norm(raw), (delta - jnp.log(2.0) + log_a) * (d - 1)
 
 
 def _trajectory(target, metric, state: MAMSState, velocity, step_size, num_steps):
-    """``num_steps`` isokinetic steps from ``state`` with unit ``velocity``; returns the end
-    ``IntegratorState`` and the summed kinetic energy change."""
-    from blackjax.mcmc.integrators import IntegratorState
+    """``num_steps`` velocity Verlet steps ``B(eps/2) A(eps) B(eps/2)`` of the isokinetic
+    dynamics (one gradient each) from ``state`` with unit ``velocity`` in the frame ``x = x0
+    + S z`` (``S`` the metric's ``scale``, ``S^T`` its transpose); returns the end
+    `IsokineticState` and the summed kinetic energy change."""
 
     def scale(v):
         return metric.scale(v, state.position)
 
     transpose = jax.linear_transpose(scale, state.position)
 
-    def scale_transpose(g):
-        return transpose(g)[0]
-
-    one_step = _isokinetic_step(target, scale, scale_transpose)
-
     def body(_, carry):
-        integrator_state, kinetic_change = carry
-        integrator_state, change = one_step(integrator_state, step_size)
-        return integrator_state, kinetic_change + change
+        (x, u, lp, g), grad_z, kinetic = carry
+        u, first = velocity_update(u, grad_z, 0.5 * step_size)
+        x = x + step_size * scale(u)
+        lp, g = target.logdensity_and_grad(x)
+        grad_z = transpose(g)[0]
+        u, second = velocity_update(u, grad_z, 0.5 * step_size)
+        return IsokineticState(x, u, lp, g), grad_z, kinetic + first + second
 
-    start = IntegratorState(state.position, velocity, state.logdensity, state.logdensity_grad)
+    start = IsokineticState(state.position, velocity, state.logdensity, state.logdensity_grad)
     zero = jnp.zeros((), state.logdensity.dtype)
-    return jax.lax.fori_loop(0, jnp.asarray(num_steps, jnp.int32), body, (start, zero))
+    end, _, kinetic = jax.lax.fori_loop(0, jnp.asarray(num_steps, jnp.int32), body,
+                                        (start, transpose(state.logdensity_grad)[0], zero))
+    return end, kinetic
+
+
+def propose(target, metric, state: MAMSState, velocity, step_size, num_steps):
+    """``(proposal, log M-H ratio -W)`` of ``num_steps`` isokinetic steps of ``step_size``
+    from ``state`` with unit ``velocity`` under ``metric``."""
+    end, kinetic_change = _trajectory(target, metric, state, velocity, step_size, num_steps)
+    log_ratio = end.logdensity - state.logdensity - kinetic_change
+    return MAMSState(end.position, end.logdensity, end.logdensity_grad), log_ratio
 
 
 def step(key: Array, state: MAMSState, target, params: MAMSParams) -> tuple[MAMSState, StepInfo]:
@@ -141,13 +163,10 @@ def step(key: Array, state: MAMSState, target, params: MAMSParams) -> tuple[MAMS
     key_velocity, key_jitter, key_accept = jax.random.split(key, 3)
     metric = euclidean_metric(params.inverse_mass)
     z = jax.random.normal(key_velocity, state.position.shape, state.position.dtype)
-    velocity = z / jnp.linalg.norm(z)
     step_size = jittered_step_size(key_jitter, params.step_size, params.jitter)
-    end, kinetic_change = _trajectory(target, metric, state, velocity, step_size,
-                                      params.num_leapfrog)
-    log_ratio = end.logdensity - state.logdensity - kinetic_change
+    proposal, log_ratio = propose(target, metric, state, z / jnp.linalg.norm(z), step_size,
+                                  params.num_leapfrog)
     accept, info = metropolis_hastings(key_accept, log_ratio, params.num_leapfrog)
-    proposal = MAMSState(end.position, end.logdensity, end.logdensity_grad)
     return select(accept, proposal, state), info
 
 

@@ -45,8 +45,11 @@
    never saw work. The draws of the tuning super-transitions are not kept, their gradients
    are counted.
 
-With ``mams="on"`` MAMS under the warm-up's metric samples in place of steps 2 and 3, every
-``k``-th transition, ``k`` from what the run measured (`adaptmc.recipes.mams_sampling`).
+With ``mams="auto"`` (the default) on a target of dimension >= 2, and with ``mams="on"``,
+MAMS under the warm-up's metric samples in place of steps 2 and 3, every ``k``-th
+transition, ``k`` from what the run measured (`adaptmc.recipes.mams_sampling`); steps 2
+and 3 run with ``mams="off"`` and, under ``"auto"``, in one dimension (the isokinetic
+dynamics needs two).
 
 The super-transition budget is ``max(20 L_median, 8 L_max)`` gradients, so that every
 setting of the box makes at least eight draws per chain and the typical one twenty; the
@@ -84,7 +87,7 @@ buys, and its floor ``2 kappa sd`` kept it above a tenth of the reward through a
 super-transitions of every run measured, at ~19k gradients a run."""
 
 NUTS_CHOICES = ("off", "choose", "always")
-MAMS_CHOICES = ("off", "on")
+MAMS_CHOICES = ("auto", "off", "on")
 
 LOG_SCALE = {name: {"log_rewards": True, "noise_var": tuners.surrogate.LOG_NOISE_VAR}
              for name in ("gp-ucb", "hedge")}
@@ -182,7 +185,7 @@ def adaptive_hmc(
     jitter: float = 0.2,
     target_accept: float = 0.8,
     nuts: str = "choose",
-    mams: str = "off",
+    mams: str = "auto",
     seed: int = 0,  # unused: the warm-up takes the run's key
 ) -> Plan:
     """Adaptive HMC (see the module docstring).
@@ -215,14 +218,15 @@ def adaptive_hmc(
         ``"choose"`` (NUTS under the warm-up's metric samples when its reward beats the
         tuned setting's or nothing was tuned), ``"always"`` or ``"off"``.
     mams
-        ``"on"``: after the warm-up, MAMS under its metric samples, every ``k``-th
-        transition (`adaptmc.recipes.mams_sampling`; no HMC tuning, no NUTS); ``"off"``.
+        ``"on"``: after the warm-up, MAMS under its metric samples, every ``k``-th transition
+        (`adaptmc.recipes.mams_sampling`); ``"off"``: steps 2 and 3 (tuning, NUTS or HMC);
+        ``"auto"`` (default): ``"on"`` where the target's dimension is >= 2, else ``"off"``.
     """
     check_sizes(metric, budget, warmup_steps=warmup_steps, draws=draws)
     _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept, nuts, tuning, mams)
     made_objective = objective_from_name(objective)
     options = options_of(locals())
-    if mams == "on":
+    if mams == "on" or (mams == "auto" and target.dim >= 2):
         return mams_sampling.mams_plan(warmup_steps, metric, target_accept, draws, options,
                                        warmup_record)
     return _hmc_plan(options, made_objective)

@@ -21,8 +21,14 @@ Metropolis-adjusted microcanonical sampling (Robnik, Cohn-Gordon & Seljak 2025;
    The robust ESS per transition ``r1`` of the last stage's draws (`pooled`)
    (`adaptmc.objectives.robust_ess_per_grad`: the slowest of bulk ``x``, bulk ``x^2`` and
    tails) sets the thinning (`thinning`).
-3. **Sampling**: ``draws`` kept draws per chain, every ``k``-th transition, by the run's
-   super-transitions (``KEPT_PER_BLOCK`` kept draws each).
+3. **Sampling**: ``draws`` kept draws per chain, every ``k``-th transition, in blocks of
+   ``KEPT_PER_BLOCK`` kept draws recorded as the run's super-transitions
+   (`adaptmc.run.mams_stage.MamsSample`).
+
+Every transition of steps 1-3 runs through MAMS's one compiled program
+(`adaptmc.kernels.mams_chunk`: the dual averaging on or off, the steps, thinning and number
+of transitions its arguments), compiled alongside the warm-up (`MamsWarmupStage`), from the
+warm-up's chains' states (their log densities and gradients are not computed again).
 
 Every gradient of steps 1 and 2 is counted with the warm-up's (they come before the first
 kept draw); a resumed run repeats them from the warm-up's checkpoint (the same key, the same
@@ -36,17 +42,23 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from adaptmc import tuners
-from adaptmc.adaptation.dual_averaging import da_final_step_size, da_init, da_step_size, da_update
 from adaptmc.adaptation.early_stage import EarlyWarmupStage
-from adaptmc.kernels.mams import MAMSParams, mams
+from adaptmc.adaptation.low_rank import LowRankInverseMass
+from adaptmc.kernels.mams import MAMSParams, MAMSState, mams
+from adaptmc.kernels.mams_chunk import (
+    as_padded,
+    chunk_ahead,
+    da_fixed,
+    da_start,
+    run_chunk,
+)
 from adaptmc.objectives import geyer_fractions, robust_ess_per_grad, standardised
 from adaptmc.recipes.plan import Plan, Prepared, check_plan, sampling_length
-from adaptmc.targets.base import compiled
+from adaptmc.run.mams_stage import MamsArm, MamsSample
+from adaptmc.targets.base import evaluate_position
 
 TARGET_ACCEPT = 0.9
 """The acceptance rate MAMS's step is dual-averaged to: the paper's (Robnik, Cohn-Gordon &
@@ -119,77 +131,29 @@ def pooled(adapted: Adapted) -> np.ndarray:
     return adapted.positions
 
 
-def steps_for(length, step_size):
-    """Isokinetic steps of a transition of length ``length`` at ``step_size``: at least 1."""
-    return jnp.maximum(1, jnp.round(length / step_size)).astype(jnp.int32)
-
-
-def _program(target, chains: int, adapt: int, measure: int):
-    """The compiled adaptation and measurement (`adapt_and_measure`), one program per
-    ``(adapt, measure)``."""
-    step = jax.vmap(lambda k, s, p: mams.step(k, s, target, p), in_axes=(0, 0, None))
-
-    def transition(states, key, eps, n, inverse_mass):
-        params = MAMSParams(eps, n, inverse_mass, JITTER)
-        states, info = step(jax.random.split(key, chains), states, params)
-        return states, info
-
-    def program(key, positions, inverse_mass, eps0, length, fixed_steps, ten, stage):
-        def steps(eps):  # the trajectory's steps at ``eps``, or ``fixed_steps`` if > 0
-            return jnp.where(fixed_steps > 0, fixed_steps, steps_for(length, eps))
-
-        states = jax.vmap(lambda x: mams.init(x, target))(positions)
-        key = jax.lax.cond(stage > 1, lambda k: jax.random.fold_in(k, stage), lambda k: k,
-                           key)  # in the program: no eager fold_in of its own
-        key_adapt, key_measure = jax.random.split(jax.random.fold_in(key, 1))
-
-        def adapting(carry, key):
-            states, da = carry
-            n = steps(da_step_size(da))
-            states, info = transition(states, key, da_step_size(da), n, inverse_mass)
-            accept = jnp.mean(info.acceptance_rate)
-            return (states, da_update(da, accept, TARGET_ACCEPT)), (accept, n,
-                                                                    states.position)
-
-        (states, da), (accept, n_adapt, xs_adapt) = jax.lax.scan(
-            adapting, (states, da_init(eps0, ten)), jax.random.split(key_adapt, adapt))
-        eps = da_final_step_size(da)
-
-        def measuring(states, key):
-            states, info = transition(states, key, eps, steps(eps), inverse_mass)
-            return states, (states.position, info.acceptance_rate, info.is_divergent)
-
-        states, (xs, acc, div) = jax.lax.scan(measuring, states,
-                                              jax.random.split(key_measure, measure))
-        grads = chains * (1 + jnp.sum(n_adapt) + measure * steps(eps))
-        tail = adapt // 2  # the averaging's second half: steps near the final one
-        return (states, eps, steps(eps), jnp.swapaxes(xs, 0, 1), acc.T,
-                jnp.sum(div), jnp.mean(accept[tail:]), grads,
-                jnp.swapaxes(xs_adapt[tail:], 0, 1), n_adapt[tail:])
-
-    return jax.jit(program)
-
-
-def adapt_and_measure(target, positions, inverse_mass, step_size: float, key, *,
-                      length: float, fixed_steps: int = 0, ten: float = 10.0, stage: int = 1,
+def adapt_and_measure(target, states, metric, step_size: float, key, *, length: float,
+                      fixed_steps: int = 0, ten: float = 10.0, stage: int = 1,
                       adapt: int = ADAPT_TRANSITIONS,
                       measure: int = MEASURE_TRANSITIONS) -> Adapted:
-    """MAMS from ``positions: (chains, dim)`` under ``inverse_mass``: ``adapt`` transitions
-    of dual averaging from ``step_size`` (the isokinetic step; shrinking toward
-    ``log(ten step_size)``), then ``measure`` at the averaged step, in one compiled program
-    stored on the target. A transition runs ``fixed_steps`` steps if positive, else
-    ``round(length / eps)`` at its step ``eps``. ``key``: a PRNG key (the warm-up's),
-    folded with ``stage`` when it is above 1."""
-    positions = np.asarray(positions)
-    chains, dim = positions.shape
-    program = compiled(target, ("mams-adaptation", chains, adapt, measure),
-                       lambda: _program(target, chains, adapt, measure))
-    dtype = positions.dtype
-    out = program(key, positions, inverse_mass, dtype.type(step_size), dtype.type(length),
-                  np.int32(fixed_steps), dtype.type(ten), np.int32(stage))
-    states, eps, n, xs, acc, div, adapt_acc, grads, xs_tail, n_tail = out
-    return Adapted(states, float(eps), int(n), np.asarray(xs), np.asarray(acc), int(div),
-                   float(adapt_acc), int(grads), np.asarray(xs_tail), np.asarray(n_tail))
+    """MAMS from ``states`` (the chains' positions, log densities and gradients) under
+    ``metric`` (`adaptmc.kernels.mams_chunk.as_padded`): ``adapt`` transitions of dual
+    averaging from ``step_size`` (the isokinetic step; shrinking toward ``log(ten
+    step_size)``), then ``measure`` at the averaged step, two calls of MAMS's one program
+    (`adaptmc.kernels.mams_chunk.run_chunk`). A transition runs ``fixed_steps`` steps if
+    positive, else ``round(length / eps)`` at its step ``eps``. ``key``: a PRNG key (the
+    warm-up's), folded with ``2 stage - 1`` and ``2 stage``."""
+    settings = dict(length=length, jitter=JITTER, target_accept=TARGET_ACCEPT)
+    first = run_chunk(target, key, states, metric, da_start(step_size, ten), count=adapt,
+                      fixed_steps=fixed_steps, adapt=True, fold=2 * stage - 1, **settings)
+    eps = float(np.exp(first.da[1]))
+    steps = fixed_steps if fixed_steps > 0 else max(1, round(length / eps))
+    second = run_chunk(target, key, first.states, metric, da_fixed(eps), count=measure,
+                       fixed_steps=steps, fold=2 * stage, **settings)
+    tail = adapt // 2  # the averaging's second half: steps near the final one
+    grads = int(np.sum(first.grads)) + int(np.sum(second.grads))
+    return Adapted(second.states, eps, steps, second.positions, second.acceptance,
+                   int(np.sum(second.divergences)), float(np.mean(first.acceptance[:, tail:])),
+                   grads, first.positions[:, tail:], first.steps[tail:])
 
 
 def trajectory_length(positions: np.ndarray, length: float) -> tuple[float, float]:
@@ -267,35 +231,64 @@ def per_transition_ess(positions: np.ndarray) -> float:
 class Tuned(NamedTuple):
     """What `tune` returns: the last stage's `Adapted` (the chains' states, the step and
     steps the run samples with, the measurement the thinning reads), the first stage's,
-    the measured trajectory length and ``tau`` (`trajectory_length`), and the gradients
-    of both stages over all chains."""
+    the measured trajectory length and ``tau`` (`trajectory_length`), the gradients
+    of both stages over all chains, and the metric's arrays the program ran under
+    (`adaptmc.kernels.mams_chunk.as_padded`)."""
 
     adapted: Adapted
     first: Adapted
     length: float
     tau: float
     num_grads: int
+    metric: tuple = ()
 
 
-def tune(target, positions, inverse_mass, step_size: float, key) -> Tuned:
-    """MAMS's step and trajectory length from ``positions: (chains, dim)`` (module
-    docstring, steps 1-3): `adapt_and_measure` at ``L = sqrt(d)`` from ``step_size``; the
-    trajectory length its measurement asks (`trajectory_length` of the length its
-    transitions ran, ``eps round(L / eps)``); if that changes the
-    steps per transition, `READAPT_TRANSITIONS` of dual averaging with the new number of
-    steps fixed, from the first stage's step and chains, and a new measurement."""
-    length0 = math.sqrt(np.shape(positions)[1])
-    first = adapt_and_measure(target, positions, inverse_mass, step_size, key,
-                              length=length0)
+def tune(target, start, inverse_mass, step_size: float, key, *,
+         rank: int | None = None) -> Tuned:
+    """MAMS's step and trajectory length from ``start`` (module docstring, steps 1-3):
+    `adapt_and_measure` at ``L = sqrt(d)`` from ``step_size``; the trajectory length its
+    measurement asks (`trajectory_length` of the length its transitions ran, ``eps round(L
+    / eps)``); if that changes the steps per transition, `READAPT_TRANSITIONS` of dual
+    averaging with the new number of steps fixed, from the first stage's step and chains,
+    and a new measurement. ``start``: the chains' states (position, log density, gradient:
+    the warm-up's, nothing computed) or positions ``(chains, dim)`` (each evaluated on the
+    host, one gradient counted per chain); ``rank``: the metric's directions in the
+    program (default: ``inverse_mass``'s)."""
+    states, grads = _states(target, start)
+    dim = states.position.shape[1]
+    metric = as_padded(inverse_mass, dim, _rank(inverse_mass, dim) if rank is None else rank,
+                       states.position.dtype)
+    first = adapt_and_measure(target, states, metric, step_size, key, length=math.sqrt(dim))
     ran = first.step_size * first.num_leapfrog  # the length the measured chains ran
     length, tau = trajectory_length(pooled(first), ran)
-    steps = max(1, round(length / first.step_size))  # `steps_for` on the host
+    steps = max(1, round(length / first.step_size))  # `mams_chunk.steps_for` on the host
     if steps == first.num_leapfrog:
-        return Tuned(first, first, length, tau, first.num_grads)
-    second = adapt_and_measure(target, np.asarray(first.states.position), inverse_mass,
-                               first.step_size, key, length=length, fixed_steps=steps,
-                               ten=1.0, stage=2, adapt=READAPT_TRANSITIONS)
-    return Tuned(second, first, length, tau, first.num_grads + second.num_grads)
+        return Tuned(first, first, length, tau, grads + first.num_grads, metric)
+    second = adapt_and_measure(target, first.states, metric, first.step_size, key,
+                               length=length, fixed_steps=steps, ten=1.0, stage=2,
+                               adapt=READAPT_TRANSITIONS)
+    return Tuned(second, first, length, tau, grads + first.num_grads + second.num_grads,
+                 metric)
+
+
+def _states(target, start) -> tuple[MAMSState, int]:
+    """``(states, gradients spent)``: ``start``'s states as they are, or its positions'
+    evaluated one by one on the host (the target's compiled single-point program)."""
+    if hasattr(start, "logdensity_grad"):
+        return MAMSState(*(np.asarray(a) for a in (start.position, start.logdensity,
+                                                  start.logdensity_grad))), 0
+    positions = np.asarray(start)
+    values = [evaluate_position(target, x) for x in positions]
+    return MAMSState(positions, np.array([v for v, _ in values], positions.dtype),
+                     np.stack([g for _, g in values]).astype(positions.dtype)), len(values)
+
+
+def _rank(inverse_mass, dim: int) -> int:
+    """The directions ``inverse_mass`` needs in the program: a low-rank one's, a dense
+    one's ``dim``, a diagonal's none (one, unused)."""
+    if isinstance(inverse_mass, LowRankInverseMass):
+        return max(1, inverse_mass.rank)
+    return dim if np.ndim(inverse_mass) == 2 else 1
 
 
 def mams_record(tuned: Tuned, eps0: float, r1: float, overhead: float, k_star: float,
@@ -320,26 +313,31 @@ def mams_record(tuned: Tuned, eps0: float, r1: float, overhead: float, k_star: f
             "overhead_per_draw": overhead, "k_star": k_star, "thin": k}
 
 
-def mams_prepared(warm, *, target, key, draws: int, options: dict, record) -> Prepared:
+def mams_prepared(warm, *, target, key, state, rank: int, draws: int, options: dict,
+                  record) -> Prepared:
     """What the run goes on with after the warm-up ``warm`` (an
     `adaptmc.adaptation.early.EarlyWarmup`) on ``target``, ``key`` the warm-up's last
-    PRNG key: MAMS's step and trajectory length tuned from where its chains stand
-    (`tune`), the thinning its last measurement asks (`thinning`) and a plan that keeps
-    ``draws`` draws per chain, every ``k``-th transition, continuing from the chains' MAMS
-    states. ``record(warm, plan)``: the warm-up's facts
-    (`adaptmc.recipes.adaptive.warmup_record`); the MAMS facts go to its ``sampler``."""
+    PRNG key, ``state`` its chains' states, ``rank`` its metric's directions: MAMS's step
+    and trajectory length tuned from where its chains stand (`tune`), the thinning its
+    last measurement asks (`thinning`) and a plan that keeps ``draws`` draws per chain,
+    every ``k``-th transition, continuing from the chains' MAMS states, sampled by MAMS's
+    program (`adaptmc.run.mams_stage.MamsSample`). ``record(warm, plan)``: the warm-up's
+    facts (`adaptmc.recipes.adaptive.warmup_record`); the MAMS facts go to its
+    ``sampler``."""
     chains, dim = np.shape(warm.positions)
     eps0 = float(np.mean(warm.step_size)) * math.sqrt(dim)
-    tuned = tune(target, warm.positions, warm.inverse_mass, eps0, key)
+    tuned = tune(target, state, warm.inverse_mass, eps0, key, rank=rank)
     adapted = tuned.adapted
     r1 = per_transition_ess(pooled(adapted))
     g = adapted.num_leapfrog
     overhead = (warm.num_grads + tuned.num_grads) / chains / draws
     k_star, k = thinning(r1, g, overhead)
     params = MAMSParams(adapted.step_size, g, warm.inverse_mass, JITTER)
+    arm = MamsArm(tuned.metric, adapted.step_size, g, JITTER, TARGET_ACCEPT)
     plan = Plan("adaptive-hmc", mams, params, tuners.fixed(), None,
                 sampling_length(draws, KEPT_PER_BLOCK), g * k * KEPT_PER_BLOCK, 0, 0,
-                options=options, thin=k, draws=draws)
+                options=options, thin=k, draws=draws,
+                sampling=functools.partial(MamsSample, arm=arm))
     check_plan(plan)
     sampler = mams_record(tuned, eps0, r1, overhead, k_star, k)
     return Prepared(plan, np.asarray(adapted.states.position),
@@ -349,13 +347,21 @@ def mams_prepared(warm, *, target, key, draws: int, options: dict, record) -> Pr
 
 @dataclass(frozen=True)
 class MamsWarmupStage(EarlyWarmupStage):
-    """The default's warm-up (`adaptmc.adaptation.early_stage.EarlyWarmupStage`) whose
-    ``finish`` hands ``then`` the target and the warm-up's last PRNG key as well (restored
-    from its checkpoint on resume), so MAMS's adaptation after it draws the same numbers in
-    an uninterrupted and a resumed run."""
+    """The default's warm-up (`adaptmc.adaptation.early_stage.EarlyWarmupStage`) that
+    compiles MAMS's program alongside it (`adaptmc.kernels.mams_chunk.chunk_ahead`: its
+    shapes are known once the warm-up's chains start) and whose ``finish`` hands ``then``
+    the target, the warm-up's last PRNG key (restored from its checkpoint on resume), the
+    chains' states and the metric's rank as well, so MAMS's adaptation after it draws the
+    same numbers in an uninterrupted and a resumed run."""
+
+    def start(self, target, positions, key, progress: bool | None = None):
+        run = super().start(target, positions, key, progress)
+        chunk_ahead(target, positions.shape[0], run.rank, run.state.position.dtype, key)
+        return run
 
     def finish(self, run):
-        return self.then(self.result(run), target=run.target, key=run.key)
+        return self.then(self.result(run), target=run.target, key=run.key, state=run.state,
+                         rank=run.rank)
 
 
 def mams_plan(warmup_steps: int, metric: str, target_accept: float, draws: int,

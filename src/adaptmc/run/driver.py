@@ -171,7 +171,8 @@ class Context:
                                                                    prepared.num_grads)
             self._prepared(prepared, tick, compiled_before)
         tune, state = start_super_transitions(self)
-        self.sampling = (Sample(tune.setup, tune.show, tune.loop), state)
+        make = Sample if self.plan.sampling is None else self.plan.sampling
+        self.sampling = (make(tune.setup, tune.show, tune.loop), state)
         first = self.first[id(tune)] = state.index
         yield tune, state
         if self.plan.nuts is not None:  # NUTS under the warm-up's metric, if its reward wins

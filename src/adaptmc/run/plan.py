@@ -59,7 +59,9 @@ class Plan(NamedTuple):
     ``(arm, force)``: after tuning, NUTS under the warm-up's metric
     (`adaptmc.adaptation.nuts_sampling.NutsArm`) samples instead of the frozen setting
     when its reward is the higher, or always with ``force``
-    (`adaptmc.run.nuts_stage.choose_sampler`).
+    (`adaptmc.run.nuts_stage.choose_sampler`); sampling: None, or what makes the sampling
+    stage in place of `adaptmc.run.transitions.Sample`, ``sampling(setup, progress, loop)``
+    (MAMS's, `adaptmc.run.mams_stage.MamsSample`).
     """
 
     name: str
@@ -78,6 +80,7 @@ class Plan(NamedTuple):
     thin: int = 1
     draws: int | None = None
     nuts: Any = None
+    sampling: Any = None
 
     @property
     def prepare(self) -> Callable | None:

@@ -25,14 +25,18 @@ from adaptmc_lab.bench.quantities import run_positions
 
 RECIPE_ROWS: dict[str, tuple[str, dict]] = {
     "adaptmc-adaptive-hmc": ("adaptive-hmc", {}),
-    "adaptmc-adaptive-hmc-frozen": ("adaptive-hmc", {"tuning": 1}),  # --tuning 1
-    "adaptmc-adaptive-hmc-nuts": ("adaptive-hmc", {"nuts": "choose"}),  # NUTS as an arm
-    "adaptmc-adaptive-hmc-nuts-always": ("adaptive-hmc", {"nuts": "always"}),
+    # NUTS sampling after the default's warm-up (the default before MAMS, --mams off), and
+    # the HMC tuning's variants, none of which runs with MAMS
+    "adaptmc-nuts-sampling": ("adaptive-hmc", {"mams": "off"}),
+    "adaptmc-adaptive-hmc-frozen": ("adaptive-hmc", {"tuning": 1, "mams": "off"}),
+    "adaptmc-adaptive-hmc-nuts": ("adaptive-hmc", {"nuts": "choose", "mams": "off"}),
+    "adaptmc-adaptive-hmc-nuts-always": ("adaptive-hmc", {"nuts": "always", "mams": "off"}),
     # NUTS right after the warm-up (one tuning super-transition, the fewest there are)
-    "adaptmc-adaptive-hmc-nuts-frozen": ("adaptive-hmc", {"tuning": 1, "nuts": "always"}),
-    "adaptmc-adaptive-hmc-parametric": ("adaptive-hmc", {"tuner": "parametric"}),
-    "adaptmc-adaptive-hmc-hedge": ("adaptive-hmc", {"tuner": "hedge"}),
-    "adaptmc-adaptive-hmc-sir": ("adaptive-hmc", {"tuner": "sir"}),
+    "adaptmc-adaptive-hmc-nuts-frozen": ("adaptive-hmc", {"tuning": 1, "nuts": "always",
+                                                          "mams": "off"}),
+    "adaptmc-adaptive-hmc-parametric": ("adaptive-hmc", {"tuner": "parametric", "mams": "off"}),
+    "adaptmc-adaptive-hmc-hedge": ("adaptive-hmc", {"tuner": "hedge", "mams": "off"}),
+    "adaptmc-adaptive-hmc-sir": ("adaptive-hmc", {"tuner": "sir", "mams": "off"}),
     # the default's warm-up, then MAMS, thinned by the run's measurement (--mams on)
     "adaptmc-mams": ("adaptive-hmc", {"mams": "on"}),
     "adaptmc-adaptive-portfolio": ("adaptive-portfolio", {}),
