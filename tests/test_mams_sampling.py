@@ -177,3 +177,16 @@ def test_bad_values_are_one_clear_error(capsys):
     one_d = make_target(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(1))
     with pytest.raises(ValueError, match="dimension >= 2"):
         adaptmc.sample(one_d, mams="on", progress=False, compile_cache=False)
+
+
+def test_auto_samples_with_mams_unless_an_option_of_hmcs_tuning_is_given():
+    """``mams="auto"`` (the default) is MAMS on a target of dimension >= 2; a tuning option
+    given (tuning, objective, ...) asks for HMC's tuning, so it is not silently ignored; with
+    ``mams="on"`` such an option is one clear error."""
+    target = get_target("std-normal-10d")
+    assert adaptive_hmc(target).kernel.name == "mams"
+    assert adaptive_hmc(target, tuning=3).kernel.name == "hmc"
+    assert adaptive_hmc(target, objective="esjd").kernel.name == "hmc"
+    assert adaptive_hmc(target, mams="off").kernel.name == "hmc"
+    with pytest.raises(ValueError, match="does not read tuning"):
+        adaptive_hmc(target, mams="on", tuning=3)

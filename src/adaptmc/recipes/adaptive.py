@@ -220,16 +220,36 @@ def adaptive_hmc(
     mams
         ``"on"``: after the warm-up, MAMS under its metric samples, every ``k``-th transition
         (`adaptmc.recipes.mams_sampling`); ``"off"``: steps 2 and 3 (tuning, NUTS or HMC);
-        ``"auto"`` (default): ``"on"`` where the target's dimension is >= 2, else ``"off"``.
+        ``"auto"`` (default): ``"on"`` where the target's dimension is >= 2 and no option of
+        HMC's tuning (tuner, tuning, stop rule, budget, objective, jitter, nuts) is given,
+        else ``"off"``.
     """
     check_sizes(metric, budget, warmup_steps=warmup_steps, draws=draws)
     _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept, nuts, tuning, mams)
     made_objective = objective_from_name(objective)
     options = options_of(locals())
-    if mams == "on" or (mams == "auto" and target.dim >= 2):
+    given = {k: v for k, v in locals().items() if k in HMC_TUNING_DEFAULTS}
+    if _samples_with_mams(mams, target.dim, given):
         return mams_sampling.mams_plan(warmup_steps, metric, target_accept, draws, options,
                                        warmup_record)
     return _hmc_plan(options, made_objective)
+
+
+HMC_TUNING_DEFAULTS = {"tuner": "gp-ucb", "tuning": None, "stop_rule": STOP_RULE,
+                       "stop_tolerance": None, "budget": None, "objective": "ess-robust",
+                       "jitter": 0.2, "nuts": "choose"}  # read by steps 2 and 3 alone
+
+
+def _samples_with_mams(mams: str, dim: int, tuning_options: dict) -> bool:
+    """Whether MAMS samples: ``mams="on"``, or ``"auto"`` on a target of dimension >= 2
+    whose call leaves every option of HMC's tuning at its default (one given asks for
+    steps 2 and 3). With ``"on"`` such an option is one `ValueError` (MAMS would ignore it)."""
+    given = sorted(k for k, v in tuning_options.items()
+                   if not (v is HMC_TUNING_DEFAULTS[k] or v == HMC_TUNING_DEFAULTS[k]))
+    if mams == "on" and given:
+        raise ValueError(f"mams='on' samples with MAMS, which does not read "
+                         f"{', '.join(given)} (HMC's tuning): pass mams='off' to tune HMC")
+    return mams == "on" or (mams == "auto" and dim >= 2 and not given)
 
 
 def _hmc_plan(options: dict, objective) -> Plan:
