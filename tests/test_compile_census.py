@@ -184,37 +184,53 @@ def test_the_default_runs_draws_are_those_before_the_programs_were_folded(target
     assert _programs_in_new_process("none", target=target)["draws"] == PINNED[target]
 
 
-def test_the_folded_programs_compute_the_bits_of_the_eager_operations():
-    """What went into one program gives what each operation run on its own gave: the keys
-    (fold, split), ``exp``, dual averaging's start and frozen state, the run's keys and
-    jittered starts, ``jax.random.key(0)`` and a flat target's posterior variables."""
+def test_the_hosts_keys_starts_and_first_steps_compile_no_program():
+    """The run's keys and jittered starts, the warm-up's chunk keys, dual averaging's start
+    and frozen state and the first steps (`adaptmc.adaptation.host_random`, on the host)
+    compile no program; a seed gives the same keys and starts every time, another path
+    another stream; dual averaging's host states are `da_init`'s and `da_frozen`'s; a flat
+    target's posterior variables are its positions."""
     import jax
     import numpy as np
+    from jax import monitoring
 
-    from adaptmc.adaptation.dual_averaging import FROZEN_T, da_init, on_host
-    from adaptmc.adaptation.warmup_programs import split_keys
+    from adaptmc.adaptation.dual_averaging import (
+        da_frozen,
+        da_frozen_on_host,
+        da_init,
+        da_init_on_host,
+    )
+    from adaptmc.adaptation.host_random import split
+    from adaptmc.adaptation.warmup_programs import first_on_host
     from adaptmc.run.idata import posterior_variables
-    from adaptmc.run.loop import _jittered
-    from adaptmc.run.plan import run_keys, run_start, zero_key
+    from adaptmc.run.plan import jittered, run_keys, run_start, zero_key
     from adaptmc.targets import as_target
+    from adaptmc.targets.base import compiled_logdensity_and_grad
 
-    data = jax.random.key_data
-    key, steps = run_keys(5, "run"), np.exp(np.random.default_rng(0).normal(size=4) * 3)
-    out = on_host(key, 4, 7, log_step_size_avg=np.log(steps) / 3, initial_step_size=steps)
-    eager = split_keys(jax.random.fold_in(key, 7), 4)
-    assert np.array_equal(data(out.key), data(eager[0]))
-    assert np.array_equal(data(out.chain_keys), data(eager[1]))
-    assert np.array_equal(data(on_host(key, 4).chain_keys), data(split_keys(key, 4)[1]))
-    assert np.array_equal(out.step_size, jax.numpy.exp(np.log(steps) / 3))
-    for got, want in zip(out.init, da_init(steps, 10.0), strict=True):
-        assert np.array_equal(got, want)
-    log = jax.numpy.log(jax.numpy.asarray(steps))
-    assert all(np.array_equal(a, b) for a, b in zip(
-        out.frozen, (log, log, 0 * log, log, 0 * log + FROZEN_T), strict=True))
     target = as_target("gauss-2d-v1")
+    compiled_logdensity_and_grad(target)(np.asarray(target.initial_position))  # the checks'
+    compiled = []
+    monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **kw: compiled.append(kw.get("fun_name"))
+        if event == "/jax/core/compile/backend_compile_duration" else None)
+    data = jax.random.key_data
     keys, starts = run_start(3, target.initial_position, 4, 0.5)
+    key, chain_keys = split(keys["warmup"], 4)
+    folded = split(keys["run"], 4, 7)[1]
+    steps = np.exp(np.random.default_rng(0).normal(size=4) * 3)
+    init, frozen = da_init_on_host(steps, 10.0), da_frozen_on_host(steps)
+    first = first_on_host(target, keys["warmup"], np.asarray(starts))
+    assert compiled == [], compiled
     assert all(np.array_equal(data(keys[k]), data(run_keys(3, k))) for k in keys)
-    assert np.array_equal(starts, _jittered(run_keys(3, "init"), target.initial_position, 4, 0.5))
+    assert len({tuple(np.asarray(data(k))) for k in keys.values()}) == len(keys)
+    assert np.array_equal(starts, jittered(run_keys(3, "init"), target.initial_position, 4, 0.5))
+    assert np.all(np.abs(starts - np.asarray(target.initial_position)) <= 0.5)
+    assert len({tuple(r) for r in np.asarray(data(chain_keys)).tolist()}) == 4
+    assert not np.array_equal(data(chain_keys), data(folded))
+    assert np.array_equal(data(split(keys["warmup"], 4)[1]), data(chain_keys))
+    assert all(np.array_equal(a, b) for a, b in zip(init, da_init(steps, 10.0), strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(frozen, da_frozen(steps), strict=True))
+    assert np.all(first[3] > 0) and np.all(first[4] >= 2)  # a step, and at least two trials
     assert np.array_equal(data(zero_key()), data(jax.random.key(0)))
     positions = np.asarray(starts)[:, None, :]
     named = posterior_variables(target, positions)

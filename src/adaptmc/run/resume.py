@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from adaptmc import io
@@ -70,7 +69,7 @@ def start_super_transitions(ctx) -> tuple[Tune, Progress]:
     if ctx.initial_states is None:
         states, spent = init_states(setup.target, setup.kernel, ctx.starts), setup.num_chains
     else:
-        states, spent = jax.tree.map(jnp.asarray, ctx.initial_states), 0
+        states, spent = jax.tree.map(jax.device_put, ctx.initial_states), 0  # no program
     tuner_state = setup.tuner.init(ctx.keys["tuner"])
     state = Progress(states, tuner_state, empty_record(setup.tuner), spent)
     saved = None
