@@ -14,7 +14,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
-from adaptmc.adaptation import early  # noqa: E402
+from adaptmc.adaptation import early, warmup_programs  # noqa: E402
 from adaptmc.adaptation.host_random import split  # noqa: E402
 from adaptmc.adaptation.warmup_programs import chunk_key, chunk_program  # noqa: E402
 from adaptmc.run.plan import run_start  # noqa: E402
@@ -22,6 +22,7 @@ from adaptmc.targets import base  # noqa: E402
 from adaptmc_lab.targets import get_target  # noqa: E402
 
 base.COMPILE_AHEAD = False
+warmup_programs.QUICK_CHUNK_FLOPS = -1  # XLA's defaults, then the options given here
 target = get_target(sys.argv[1])
 options = json.loads(sys.argv[2])
 num_steps = int(sys.argv[3]) if len(sys.argv) > 3 else 500

@@ -94,7 +94,35 @@ def chunk_program(target, target_accept: float):
         return state, da, (out[..., :dim], out[..., dim:2 * dim], lp, steps.astype(jnp.int32),
                            div > 0, acc, step)
 
-    return jax.jit(nuts_chunk)
+    return jax.jit(nuts_chunk, compiler_options=chunk_compiler_options(target))
+
+
+QUICK_CHUNK = {"xla_cpu_use_fusion_emitters": False}
+"""XLA's options for the chunk program of a cheap model on a CPU: XLA's older CPU loop
+emitter compiles it in about 60% of the seconds, and runs a model whose gradient is a few
+thousand operations as fast; a model of 5e5 operations per gradient ran 35% slower per
+gradient (docs/notes/cold-compile.md)."""
+QUICK_CHUNK_FLOPS = 1e5
+"""The most operations per gradient (XLA's cost analysis of the model's value and
+gradient) of a model whose chunk program compiles under `QUICK_CHUNK`."""
+
+
+def chunk_compiler_options(target) -> dict | None:
+    """`QUICK_CHUNK` on a CPU for a model of at most `QUICK_CHUNK_FLOPS` operations per
+    gradient by XLA's cost analysis of its lowered value and gradient (the same for every
+    run of the model: the same program and draws); None (XLA's defaults) for a heavier
+    model, one whose gradient XLA cannot see into (a custom call: Stan's, a host callback)
+    or another backend."""
+    if jax.default_backend() != "cpu":
+        return None
+    dim = target.dim
+    dtype = jax.dtypes.canonicalize_dtype(np.asarray(target.initial_position).dtype)
+    # the start checks' program (`compiled_logdensity_and_grad`): traced and lowered once
+    lowered = compiled_logdensity_and_grad(target).lower(jax.ShapeDtypeStruct((dim,), dtype))
+    if "custom_call" in lowered.as_text():
+        return None
+    flops = (lowered.cost_analysis() or {}).get("flops")
+    return QUICK_CHUNK if flops is not None and flops <= QUICK_CHUNK_FLOPS else None
 
 
 def _pack(state, da, axis=0):
