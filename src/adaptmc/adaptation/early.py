@@ -133,7 +133,7 @@ def chunk_ahead(target, positions, key, rank: int, target_accept: float) -> None
     """Start compiling the warm-up's chunk program for chains at positions like ``positions:
     (chains, dim)`` from a key like ``key`` (arrays or their ``jax.ShapeDtypeStruct``) in
     a thread of its own (`compile_chunk_ahead`): it compiles on another core while the
-    run computes its starts and the first program runs."""
+    run computes its starts and their first steps."""
     if chunk_key(target_accept, rank) not in target.programs:
         compile_chunk_ahead(target, target_accept, rank, positions, key)
 
