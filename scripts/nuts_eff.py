@@ -63,7 +63,7 @@ def measure(target, positions, steps, accept, div) -> dict:
 
 def ours(target, starts, seed, warmup):
     from adaptmc.adaptation import early
-    from adaptmc.adaptation.dual_averaging import da_final_step_size_compiled
+    from adaptmc.adaptation.dual_averaging import da_final_step_size_on_host
     from adaptmc.adaptation.warmup_programs import padded
 
     run = early.start_chains(target, starts, jax.random.key(seed), num_steps=warmup,
@@ -72,7 +72,7 @@ def ours(target, starts, seed, warmup):
         run.advance()
         run.adapt()
     result = early.chains_result(run)
-    steps = np.asarray(da_final_step_size_compiled(run.da))
+    steps = np.asarray(da_final_step_size_on_host(run.da))
     # the final window's realised acceptance is not returned by the chunk program; the
     # leapfrog steps are
     window = np.concatenate(run.out["steps"][run.final_start // early.CHUNK:], axis=1)

@@ -10,7 +10,7 @@ import pytest
 import adaptmc
 from adaptmc.diagnostics import format_summary
 
-SMALL = dict(chains=2, draws=50, warmup_steps=150, tuning=6, progress=False,
+SMALL = dict(chains=2, draws=50, warmup_steps=150, progress=False,
              compile_cache=False)
 
 
@@ -44,11 +44,10 @@ def test_the_run_record_names_every_program_compiled_and_sums_to_compile_s(ahead
 def test_the_warmups_programs_compile_alongside_the_run_and_give_the_same_draws(monkeypatch):
     """The warm-up's NUTS chunk program (``nuts_chunk``) and MAMS's (``mams_chunk``: the
     default samples with MAMS) compile in threads of their own
-    (`adaptmc.targets.base.compile_ahead`) while the run makes its starts and runs the
-    warm-up's first program (NUTS sampling's HMC init, ``<lambda>``, with ``mams="off"``):
-    the census marks
-    them ``ahead``, each compiled once. With compile-ahead off every program compiles in
-    the caller's thread, the same programs, and the draws are the same bits."""
+    (`adaptmc.targets.base.compile_ahead`) while the run makes its starts and their first
+    steps (on the host): the census marks them ``ahead``, each compiled once. With
+    compile-ahead off every program compiles in the caller's thread, the same programs, and
+    the draws are the same bits."""
     import numpy as np
 
     from adaptmc.targets import base
@@ -117,8 +116,10 @@ print(json.dumps({"target": compiled[:built], "programs": compiled[built:],
 """
 
 # measured (docs/notes/compile.md): 28 programs at 78d3fa7, 15 at 072d1df, 14 at 167c21e
-# (gauss-2d-v1, a short run); the default run on std-normal-10d: 15 at c89db24, 6 now
-MAX_PROGRAMS = 6
+# (gauss-2d-v1, a short run); the default run on std-normal-10d: 15 at c89db24, 6 at
+# cf56eb9, 2 now (the NUTS chunk and MAMS's; keys, starts and first steps on the host:
+# cold-compile.md, mams-compile.md)
+MAX_PROGRAMS = 2
 
 
 def _programs_in_new_process(cache: str, folder=None, target="std-normal-10d",
@@ -137,7 +138,7 @@ def _programs_in_new_process(cache: str, folder=None, target="std-normal-10d",
     return json.loads(out.stdout.splitlines()[-1])
 
 
-def test_a_default_run_in_a_new_process_compiles_at_most_six_programs():
+def test_a_default_run_in_a_new_process_compiles_at_most_two_programs():
     """Every program JAX compiled during one default `adaptmc.sample` call in a fresh
     process (small eager operations included, read from JAX's compile events): at most
     `MAX_PROGRAMS`, the model's value and gradient included; the target's construction
@@ -188,9 +189,11 @@ def test_the_same_run_in_a_second_process_compiles_none_of_the_samplers_programs
 # one (`adaptmc.adaptation.compact_nuts`: its own random streams; docs/notes/compact-nuts.md),
 # and when the warm-up's early phase began to end once the chains agree
 # (docs/notes/warmup-cost.md); both anew when MAMS became the default's sampler where the
-# dimension is >= 2 (``mams="auto"``; docs/notes/mams-compile.md).
-PINNED = {"std-normal-10d": "bf1d16057dc3abe6",
-          "pdb-eight_schools-eight_schools_noncentered": "fc49b394cb9e6d60"}
+# dimension is >= 2 (``mams="auto"``; docs/notes/mams-compile.md) and when the run's keys,
+# starts, first steps and chunk keys moved to the host's NumPy streams
+# (`adaptmc.adaptation.host_random`, docs/notes/cold-compile.md).
+PINNED = {"std-normal-10d": "590b0b48892cb472",
+          "pdb-eight_schools-eight_schools_noncentered": "aa20fe62cba723a3"}
 JAXLIB = "0.10.2"
 
 
@@ -204,37 +207,53 @@ def test_the_default_runs_draws_are_those_before_the_programs_were_folded(target
     assert _programs_in_new_process("none", target=target)["draws"] == PINNED[target]
 
 
-def test_the_folded_programs_compute_the_bits_of_the_eager_operations():
-    """What went into one program gives what each operation run on its own gave: the keys
-    (fold, split), ``exp``, dual averaging's start and frozen state, the run's keys and
-    jittered starts, ``jax.random.key(0)`` and a flat target's posterior variables."""
+def test_the_hosts_keys_starts_and_first_steps_compile_no_program():
+    """The run's keys and jittered starts, the warm-up's chunk keys, dual averaging's start
+    and frozen state and the first steps (`adaptmc.adaptation.host_random`, on the host)
+    compile no program; a seed gives the same keys and starts every time, another path
+    another stream; dual averaging's host states are `da_init`'s and `da_frozen`'s; a flat
+    target's posterior variables are its positions."""
     import jax
     import numpy as np
+    from jax import monitoring
 
-    from adaptmc.adaptation.dual_averaging import FROZEN_T, da_init, on_host
-    from adaptmc.adaptation.warmup_programs import split_keys
+    from adaptmc.adaptation.dual_averaging import (
+        da_frozen,
+        da_frozen_on_host,
+        da_init,
+        da_init_on_host,
+    )
+    from adaptmc.adaptation.host_random import split
+    from adaptmc.adaptation.warmup_programs import first_on_host
     from adaptmc.run.idata import posterior_variables
-    from adaptmc.run.loop import _jittered
-    from adaptmc.run.plan import run_keys, run_start, zero_key
+    from adaptmc.run.plan import jittered, run_keys, run_start, zero_key
     from adaptmc.targets import as_target
+    from adaptmc.targets.base import compiled_logdensity_and_grad
 
-    data = jax.random.key_data
-    key, steps = run_keys(5, "run"), np.exp(np.random.default_rng(0).normal(size=4) * 3)
-    out = on_host(key, 4, 7, log_step_size_avg=np.log(steps) / 3, initial_step_size=steps)
-    eager = split_keys(jax.random.fold_in(key, 7), 4)
-    assert np.array_equal(data(out.key), data(eager[0]))
-    assert np.array_equal(data(out.chain_keys), data(eager[1]))
-    assert np.array_equal(data(on_host(key, 4).chain_keys), data(split_keys(key, 4)[1]))
-    assert np.array_equal(out.step_size, jax.numpy.exp(np.log(steps) / 3))
-    for got, want in zip(out.init, da_init(steps, 10.0), strict=True):
-        assert np.array_equal(got, want)
-    log = jax.numpy.log(jax.numpy.asarray(steps))
-    assert all(np.array_equal(a, b) for a, b in zip(
-        out.frozen, (log, log, 0 * log, log, 0 * log + FROZEN_T), strict=True))
     target = as_target("gauss-2d-v1")
+    compiled_logdensity_and_grad(target)(np.asarray(target.initial_position))  # the checks'
+    compiled = []
+    monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **kw: compiled.append(kw.get("fun_name"))
+        if event == "/jax/core/compile/backend_compile_duration" else None)
+    data = jax.random.key_data
     keys, starts = run_start(3, target.initial_position, 4, 0.5)
+    key, chain_keys = split(keys["warmup"], 4)
+    folded = split(keys["run"], 4, 7)[1]
+    steps = np.exp(np.random.default_rng(0).normal(size=4) * 3)
+    init, frozen = da_init_on_host(steps, 10.0), da_frozen_on_host(steps)
+    first = first_on_host(target, keys["warmup"], np.asarray(starts))
+    assert compiled == [], compiled
     assert all(np.array_equal(data(keys[k]), data(run_keys(3, k))) for k in keys)
-    assert np.array_equal(starts, _jittered(run_keys(3, "init"), target.initial_position, 4, 0.5))
+    assert len({tuple(np.asarray(data(k))) for k in keys.values()}) == len(keys)
+    assert np.array_equal(starts, jittered(run_keys(3, "init"), target.initial_position, 4, 0.5))
+    assert np.all(np.abs(starts - np.asarray(target.initial_position)) <= 0.5)
+    assert len({tuple(r) for r in np.asarray(data(chain_keys)).tolist()}) == 4
+    assert not np.array_equal(data(chain_keys), data(folded))
+    assert np.array_equal(data(split(keys["warmup"], 4)[1]), data(chain_keys))
+    assert all(np.array_equal(a, b) for a, b in zip(init, da_init(steps, 10.0), strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(frozen, da_frozen(steps), strict=True))
+    assert np.all(first[3] > 0) and np.all(first[4] >= 2)  # a step, and at least two trials
     assert np.array_equal(data(zero_key()), data(jax.random.key(0)))
     positions = np.asarray(starts)[:, None, :]
     named = posterior_variables(target, positions)

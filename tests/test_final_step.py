@@ -11,7 +11,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from adaptmc.adaptation import early
-from adaptmc.adaptation.dual_averaging import da_final_step_size_compiled
+from adaptmc.adaptation.dual_averaging import da_final_step_size_on_host
 from adaptmc.adaptation.final_step import final_step_sizes, modelled_step
 from adaptmc.adaptation.nuts_sampling import nuts_arm, nuts_sample
 from adaptmc.targets.base import make_target
@@ -62,7 +62,7 @@ def test_on_a_gaussian_the_fitted_step_accepts_nearer_the_target():
         run.advance()
         run.adapt()
     fitted = early.final_steps(run)
-    averaged = np.asarray(da_final_step_size_compiled(run.da))
+    averaged = np.asarray(da_final_step_size_on_host(run.da))
     assert np.median(fitted) > np.median(averaged)
     draws = nuts_sample(nuts_arm(run), run.state, jax.random.key(5), 400)
     assert draws.acceptance.shape == (4, 400)

@@ -87,10 +87,12 @@ def test_inf_log_density_in_funnel_neck_is_a_rejected_divergence():
     """Large leapfrog steps on the funnel overflow into the neck (an infinite energy). Such a
     step must be counted as divergent and rejected: the chain stays where it was, at a finite
     log density, while the steps that are accepted move it. (Fixed-step HMC does not sample
-    the funnel's neck, so its moments are not tested here.)"""
+    the funnel's neck, so its moments are not tested here. Some seeds accept no move in
+    these six super-transitions: 25 of seeds 0-29 exercise both paths at cf56eb9, 20 since
+    the host's random streams, docs/notes/cold-compile.md; seed 5 here.)"""
     target = funnel(5)
     result = run(target, hmc, HMCParams(1.0, 20), num_super_transitions=6, gradient_budget=200,
-                 num_chains=2, seed=4, progress=False)
+                 num_chains=2, seed=5, progress=False)
     stats = result.idata.sample_stats
     diverging, accepted = stats.diverging.values, stats.accepted.values
     assert np.isinf(stats.energy_error.values).any()  # the overflow path is exercised

@@ -9,14 +9,10 @@ in NumPyro's ``dual_averaging() -> (init, update)`` spirit.
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
-
-from adaptmc.targets.base import QUICK_COMPILE
 
 
 class DualAveragingState(NamedTuple):
@@ -46,56 +42,24 @@ def da_frozen(step_size) -> DualAveragingState:
     return DualAveragingState(log, log, zero, log, zero + FROZEN_T)
 
 
-class OnHost(NamedTuple):
-    """What `on_host` returns: the next key and one key per chain, ``exp`` of the averaged
-    log steps, `da_init` and `da_frozen` of the initial steps."""
-
-    key: jax.Array
-    chain_keys: jax.Array
-    step_size: jnp.ndarray
-    init: DualAveragingState
-    frozen: DualAveragingState
+def da_init_on_host(initial_step_size, ten: float = 10.0) -> DualAveragingState:
+    """`da_init` for a caller outside ``jit``, in NumPy (float64; eager ``jax.numpy``
+    would compile a program per operation)."""
+    log_eps = np.log(np.asarray(initial_step_size, dtype=np.float64))
+    zero = np.zeros_like(log_eps)
+    return DualAveragingState(log_eps, zero, zero, np.log(ten) + log_eps, zero)
 
 
-@functools.partial(jax.jit, static_argnums=6, compiler_options=QUICK_COMPILE)
-def _on_host(key, fold, index, log_step_size_avg, initial_step_size, ten, chains) -> OnHost:
-    key = jax.lax.cond(fold, lambda k: jax.random.fold_in(k, index), lambda k: k, key)
-    key, key_chains = jax.random.split(key)
-    return OnHost(key, jax.random.split(key_chains, chains), jnp.exp(log_step_size_avg),
-                  da_init(initial_step_size, ten), da_frozen(initial_step_size))
+def da_frozen_on_host(step_size) -> DualAveragingState:
+    """`da_frozen` for a caller outside ``jit``, in NumPy."""
+    log = np.log(np.asarray(step_size, dtype=np.float64))
+    zero = np.zeros_like(log)
+    return DualAveragingState(log, log, zero, log, zero + FROZEN_T)
 
 
-def on_host(key=None, chains: int | None = None, fold: int | None = None,
-            log_step_size_avg=None, initial_step_size=None, ten=10.0) -> OnHost:
-    """Everything a caller outside ``jit`` needs between the warm-up's programs, in one
-    compiled program (run eagerly, each operation compiles one of its own): ``key``
-    (folded with ``fold`` first, if given) split in two, the second split per chain, and
-    per chain ``exp(log_step_size_avg)``, `da_init` and `da_frozen` of
-    ``initial_step_size`` (``ten`` an argument, so that XLA computes log(10) as the eager
-    operation does rather than folding it at compile time). Element-wise logs and
-    exps: the same bits at `QUICK_COMPILE` as at XLA's defaults (checked on 1e5 values);
-    key splits are integer work. Whatever is not given is a stand-in whose result is
-    unused: every call is the same program for the chains' shapes."""
-    steps = initial_step_size if initial_step_size is not None else log_step_size_avg
-    if chains is None:
-        chains = int(np.shape(steps)[0]) if steps is not None and np.ndim(steps) else 1
-    if steps is None:
-        steps = np.ones(chains, dtype=jax.dtypes.canonicalize_dtype(float))
-    if key is None:  # jax.random.key(0), whose data are zeros: no program
-        key = jax.random.wrap_key_data(np.zeros(2, np.uint32))
-    return _on_host(key, np.bool_(fold is not None), np.uint32(fold or 0),
-                    steps if log_step_size_avg is None else log_step_size_avg,
-                    steps if initial_step_size is None else initial_step_size, ten, chains)
-
-
-def da_init_compiled(initial_step_size, ten=10.0) -> DualAveragingState:
-    """`da_init` for a caller outside ``jit`` (`on_host`)."""
-    return on_host(initial_step_size=initial_step_size, ten=ten).init
-
-
-def da_final_step_size_compiled(state: DualAveragingState):
-    """`da_final_step_size` for a caller outside ``jit`` (`on_host`)."""
-    return on_host(log_step_size_avg=state.log_step_size_avg).step_size
+def da_final_step_size_on_host(state: DualAveragingState) -> np.ndarray:
+    """`da_final_step_size` for a caller outside ``jit``, in NumPy."""
+    return np.exp(np.asarray(state.log_step_size_avg, dtype=np.float64))
 
 
 def da_update(

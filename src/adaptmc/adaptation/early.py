@@ -58,16 +58,16 @@ import numpy as np
 from adaptmc.adaptation import final_step, metric_choice, settled
 from adaptmc.adaptation.chains import chain_grads, regroup_far_chains
 from adaptmc.adaptation.compact_nuts import NutsState
-from adaptmc.adaptation.dual_averaging import da_final_step_size_compiled, da_init_compiled
+from adaptmc.adaptation.dual_averaging import da_final_step_size_on_host, da_init_on_host
+from adaptmc.adaptation.host_random import split
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
 from adaptmc.adaptation.warmup_programs import (
     CHUNK,
     chunk_key,
     chunk_program,
     compile_chunk_ahead,
-    first_program,
+    first_on_host,
     padded,
-    split,
 )
 from adaptmc.targets.base import compiled
 
@@ -88,7 +88,9 @@ class EarlyWarmup(NamedTuple):
     transition of the final window; draws: ``(chains, n, dim)`` its positions; logdensity:
     ``(chains, steps)``; num_grads: gradients over all chains; divergences; rhat_lp: split
     R-hat of the log density over the final window; stages: what ran; choice: what each
-    candidate metric measured; num_updates: metric estimates; wall_s, compile_s: seconds.
+    candidate metric measured; num_updates: metric estimates; wall_s, compile_s: seconds;
+    final_state: the chains' `NutsState` where they stand (position, log density and
+    gradient, as the warm-up's program computed them).
     """
 
     positions: np.ndarray
@@ -107,6 +109,7 @@ class EarlyWarmup(NamedTuple):
     wall_s: float
     compile_s: float
     far_chains: dict | None = None
+    final_state: NutsState | None = None
 
 
 def warmup_rank(dim: int, metric: str = "auto") -> int:
@@ -130,10 +133,9 @@ def chunk_ahead(target, positions, key, rank: int, target_accept: float) -> None
     """Start compiling the warm-up's chunk program for chains at positions like ``positions:
     (chains, dim)`` from a key like ``key`` (arrays or their ``jax.ShapeDtypeStruct``) in
     a thread of its own (`compile_chunk_ahead`): it compiles on another core while the
-    run computes its starts and the first program runs."""
+    run computes its starts and their first steps."""
     if chunk_key(target_accept, rank) not in target.programs:
-        first_out = jax.eval_shape(first_program(target), key, positions, 10.0)
-        compile_chunk_ahead(target, target_accept, rank, first_out, positions)
+        compile_chunk_ahead(target, target_accept, rank, positions, key)
 
 
 def schedule(num_steps: int) -> tuple[int, int]:
@@ -155,13 +157,13 @@ class _Chains:
         self.compile_s, self.calls, self.started = 0.0, 0, time.perf_counter()
         chains = positions.shape[0]
         chunk_ahead(target, positions, key, rank, target_accept)  # if not started before
-        self.key, logdensity, grad, inverse_mass, self.da, grads = first_program(target)(
-            key, positions, 10.0)
+        logdensity, grad, inverse_mass, steps, trials = first_on_host(target, key, positions)
+        self.da = da_init_on_host(steps, 10.0)
         self.state = NutsState(positions, logdensity, grad)
         # pooled over chains by the geometric mean: a scale, not a location
         diag = np.exp(np.mean(np.log(np.asarray(inverse_mass)), axis=0))
         self.metric = LowRankInverseMass(diag, np.zeros((positions.shape[1], 0)), np.zeros(0))
-        self.num_grads = chains + chain_grads(grads)
+        self.num_grads = chains + int(np.sum(trials))  # each chain its own, on the host
         self.out = {name: [] for name in OUTPUTS}
         self.target_accept = target_accept
         self.trusted = None
@@ -250,7 +252,7 @@ class _Chains:
 
     def restart_step_size(self) -> None:
         """Dual averaging restarted from each chain's averaged step."""
-        self.da = da_init_compiled(da_final_step_size_compiled(self.da), 10.0)
+        self.da = da_init_on_host(da_final_step_size_on_host(self.da), 10.0)
 
     def keep_or_revert(self) -> bool:
         """After a chunk: when most of its transitions diverged under a metric newer than
@@ -261,10 +263,10 @@ class _Chains:
         diverged = np.mean(self.out["div"][-1]) >= 0.5
         if diverged and self.trusted is not None and self.metric is not self.trusted[0]:
             self.metric, steps = self.trusted
-            self.da = da_init_compiled(steps, 10.0)
+            self.da = da_init_on_host(steps, 10.0)
             return True
         if not diverged:
-            self.trusted = (self.metric, da_final_step_size_compiled(self.da))
+            self.trusted = (self.metric, da_final_step_size_on_host(self.da))
         return False
 
 
@@ -324,7 +326,7 @@ def final_steps(run: _Chains) -> np.ndarray:
     first = run.final_start // CHUNK
     acceptance = np.concatenate(run.out["acc"][first:], axis=1)
     steps = np.concatenate(run.out["eps"][first:], axis=1)
-    return final_step.final_step_sizes(np.asarray(da_final_step_size_compiled(run.da)),
+    return final_step.final_step_sizes(da_final_step_size_on_host(run.da),
                                        steps, acceptance, run.target_accept)
 
 
@@ -373,11 +375,12 @@ def _result(run: _Chains, kind: str, choice: dict, updates: int, final_start: in
         inverse_mass = metric
     return EarlyWarmup(
         positions=np.asarray(run.state.position),
-        step_size=float(np.median(np.asarray(da_final_step_size_compiled(run.da)))),
+        step_size=float(np.median(da_final_step_size_on_host(run.da))),
         inverse_mass=inverse_mass, metric=kind, trajectory_steps=steps,
         draws=np.concatenate(run.out["x"][first:], axis=1), logdensity=lp_all,
         num_grads=run.num_grads,
         divergences=int(sum(np.sum(d) for d in run.out["div"])),
         rhat_lp=float(rhat(last_lp)[0]) if chains > 1 else 1.0,
         stages=("early", "windows", kind), choice=choice, num_updates=updates,
-        wall_s=time.perf_counter() - started, compile_s=run.compile_s)
+        wall_s=time.perf_counter() - started, compile_s=run.compile_s,
+        final_state=NutsState(*(np.asarray(a) for a in run.state)))

@@ -61,7 +61,7 @@ def chains_from_arrays(run: _Chains, arrays: dict) -> _Chains:
             LowRankInverseMass(*(arrays[f"trusted/{i}"] for i in range(3)))
         run.trusted = (trusted, jnp.asarray(arrays["trusted/steps"]))
     run.out = {k: list(arrays[f"out/{k}"]) if f"out/{k}" in arrays else [] for k in OUTPUTS}
-    run.key = jax.random.wrap_key_data(jnp.asarray(arrays["key"]))
+    run.key = jax.random.wrap_key_data(np.asarray(arrays["key"]))
     run.num_grads, run.choice = int(meta["num_grads"]), meta["choice"]
     run.counters = {k: meta.get(k, v) for k, v in run.counters.items()}  # older: schedule's
     return run

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def first_step(above_half: Callable, log_step, max_iter: int):
@@ -70,3 +71,40 @@ def reasonable_step_size(key, target, position, step_size: float = 1.0,
     log_eps, trials, _, _ = first_step(above_half, log_start, max_iter)
     # gradients: one per trial and the start's, unless given
     return jnp.exp(log_eps), trials + (1 if start is None else 0)
+
+
+def first_step_on_host(above_half: Callable, log_step: float, max_iter: int) -> tuple[float, int]:
+    """`first_step`'s search as a Python loop, for an ``above_half`` that calls compiled
+    code (no program of its own): returns ``(log_step, trials)``, the same trials."""
+    trial, up, trials = float(log_step), bool(above_half(log_step)), 1
+    while trials <= max_iter:
+        trial += math.log(2.0) if up else -math.log(2.0)
+        trials += 1
+        if bool(above_half(trial)) != up:
+            break
+    return trial, trials
+
+
+def reasonable_step_size_on_host(momentum, logdensity_and_grad: Callable, position,
+                                 start, inverse_mass, step_size: float = 1.0,
+                                 max_iter: int = 100) -> tuple[float, int]:
+    """`reasonable_step_size` on the host: one leapfrog step per trial from ``position``
+    (NumPy, ``(dim,)``) with ``momentum`` (a draw of ``N(0, M)``), its log density and
+    gradient ``start``, under the diagonal ``inverse_mass: (dim,)``, each trial's log
+    density and gradient from ``logdensity_and_grad`` (a compiled program); returns the
+    step and the trials (one gradient each)."""
+    logdensity, grad = start
+    kinetic = 0.5 * momentum @ (inverse_mass * momentum)
+
+    def above_half(log_eps):
+        eps = math.exp(log_eps)
+        with np.errstate(all="ignore"):
+            p = momentum + 0.5 * eps * grad
+            x = (position + eps * inverse_mass * p).astype(position.dtype)
+            new_logdensity, new_grad = (np.asarray(a) for a in logdensity_and_grad(x))
+            p = p + 0.5 * eps * new_grad
+            delta = new_logdensity - 0.5 * p @ (inverse_mass * p) - logdensity + kinetic
+        return bool(np.isfinite(delta)) and delta > math.log(0.5)
+
+    log_eps, trials = first_step_on_host(above_half, math.log(step_size), max_iter)
+    return math.exp(log_eps), trials

@@ -24,8 +24,9 @@ from typing import NamedTuple
 import numpy as np
 
 from adaptmc.adaptation.chains import chain_grads
-from adaptmc.adaptation.dual_averaging import on_host
+from adaptmc.adaptation.dual_averaging import da_frozen_on_host
 from adaptmc.adaptation.early import OUTPUTS, _Chains, final_steps
+from adaptmc.adaptation.host_random import split
 from adaptmc.adaptation.warmup_programs import CHUNK, chunk_key, chunk_program, padded
 from adaptmc.targets.base import compiled
 
@@ -78,19 +79,20 @@ def nuts_arm(run: _Chains) -> NutsArm:
 def nuts_sample(arm: NutsArm, state, key, draws: int, fold: int | None = None) -> NutsDraws:
     """``draws`` NUTS transitions per chain from ``state`` (the chains'
     `adaptmc.adaptation.compact_nuts.NutsState`: position, log density, gradient) under
-    ``arm``'s metric and steps, through the warm-up's own chunk program; ``fold``: the key
-    is ``fold_in(key, fold)``."""
+    ``arm``'s metric and steps, through the warm-up's own chunk program; ``fold``: the first
+    chunk's keys are ``key``'s stream ``fold`` (`host_random.split`), the next chunks'
+    follow from them."""
     if int(draws) != draws or draws < 1:
         raise ValueError(f"draws must be an integer >= 1, got {draws}")
     program = compiled(arm.target, chunk_key(arm.target_accept, arm.rank),
                        lambda: chunk_program(arm.target, arm.target_accept))
     out, grads = {name: [] for name in OUTPUTS}, 0
     chains = state.position.shape[0]
-    frozen = None
+    frozen = da_frozen_on_host(arm.step_sizes)
     for _ in range(-(-int(draws) // CHUNK)):
-        keys = on_host(key, chains, fold, initial_step_size=np.asarray(arm.step_sizes))
-        key, fold, frozen = keys.key, None, keys.frozen if frozen is None else frozen
-        state, _, chunk = program((keys.chain_keys, state, frozen, arm.metric,
+        key, chain_keys = split(key, chains, fold)
+        fold = None
+        state, _, chunk = program((chain_keys, state, frozen, arm.metric,
                                    np.full(chains, JITTER)))
         for name, value in zip(OUTPUTS, chunk, strict=True):
             out[name].append(np.asarray(value))

@@ -30,7 +30,7 @@ import numpy as np
 
 from adaptmc.adaptation import metric_choice
 from adaptmc.adaptation.chains import far_chains
-from adaptmc.adaptation.dual_averaging import da_final_step_size_compiled
+from adaptmc.adaptation.dual_averaging import da_final_step_size_on_host
 from adaptmc.adaptation.low_rank import LowRankInverseMass
 from adaptmc.adaptation.metric_choice import whitening_factors
 
@@ -138,7 +138,7 @@ def end_if_settled(run, now: int, chunk: int) -> bool:
     step sizes in ``run.counters["last_steps"]`` (the next call's previous ones)."""
     c = run.counters
     x, g = run.window(0, now)
-    steps = np.asarray(da_final_step_size_compiled(run.da))
+    steps = np.asarray(da_final_step_size_on_host(run.da))
     measures = settled_measures(
         x, g, np.concatenate(run.out["lp"], axis=1), steps, c["last_steps"],
         fg=c["foreground"], bg=c["background"], now=now, rank=run.rank, kind=c["kind"])

@@ -1,8 +1,8 @@
-"""The early warm-up's compiled programs (`adaptmc.adaptation.early`): the first, at the
-chains' starts, and the chunk of `CHUNK` NUTS transitions per chain
-(`adaptmc.adaptation.compact_nuts`, parameters at call time: Hoffman & Gelman 2014, Alg. 3
-and 6), each one program per target and shape whose key, states, step sizes and metric are
-arguments, the key splits and the dual averaging's start inside the first."""
+"""The early warm-up's program (`adaptmc.adaptation.early`), the chunk of `CHUNK` NUTS
+transitions per chain (`adaptmc.adaptation.compact_nuts`, parameters at call time: Hoffman &
+Gelman 2014, Alg. 3 and 6), one program per target and shape whose keys, states, step sizes
+and metric are arguments; and its start at the chains' starts (`first_on_host`), on the
+host through the target's single-point program."""
 
 from __future__ import annotations
 
@@ -14,44 +14,42 @@ import numpy as np
 
 from adaptmc.adaptation.chains import over_chains
 from adaptmc.adaptation.compact_nuts import NutsState, nuts_step, transition_bits
-from adaptmc.adaptation.dual_averaging import (
-    DualAveragingState,
-    da_init,
-    da_update,
-    on_host,
-)
+from adaptmc.adaptation.dual_averaging import DualAveragingState, da_update
+from adaptmc.adaptation.first_step import reasonable_step_size_on_host
+from adaptmc.adaptation.host_random import key_rng
 from adaptmc.adaptation.low_rank import LowRankInverseMass
-from adaptmc.adaptation.window import reasonable_step_size
-from adaptmc.targets.base import QUICK_COMPILE, compile_ahead, compiled
+from adaptmc.targets.base import compile_ahead, compiled_logdensity_and_grad
 
 CHUNK = 10
 """NUTS transitions per chain in one call of the chunk program."""
 
 
-def first_program(target):
-    """``(key, positions: (chains, dim), ten) -> (next key, log densities, gradients,
-    inverse masses, dual averaging, gradients spent)``: the warm-up's key split (`split_keys`)
-    and per chain the log density and gradient at the start, nutpie's initial inverse mass
-    ``1 / |grad|`` and the first step under it (`reasonable_step_size`), whose dual
-    averaging starts there (`da_init`; ``ten`` an argument, as `da_init_compiled` takes
-    it); one program where each part compiled one of its own."""
+def first_on_host(target, key, positions: np.ndarray):
+    """``(log densities, gradients, inverse masses, step sizes, trials)`` per chain at the
+    warm-up's starts ``positions: (chains, dim)``: the log density and gradient, nutpie's
+    initial inverse mass ``1 / |grad|`` and the first step under it (Hoffman & Gelman 2014,
+    Alg. 4, `reasonable_step_size_on_host`; its momentum drawn from ``key``'s stream of
+    the chain, `host_random.key_rng`), all on the host through the target's single-point
+    program (`compiled_logdensity_and_grad`, the start checks'): the model's gradient in
+    no program of its own."""
+    program = compiled_logdensity_and_grad(target)
+    rows = []
+    for chain, x in enumerate(positions):
+        logdensity, grad = (np.asarray(a) for a in program(x))
+        scale = np.abs(grad)
+        with np.errstate(divide="ignore"):
+            inverse_mass = np.clip(np.where(scale > 0, 1.0 / scale, 1.0), 1e-20, 1e20)
+        momentum = key_rng(key, FIRST_STEP_STREAM, chain).standard_normal(x.shape[0])
+        step, trials = reasonable_step_size_on_host(momentum / np.sqrt(inverse_mass), program,
+                                                    x, (logdensity, grad), inverse_mass)
+        rows.append((logdensity, grad, inverse_mass, step, trials))
+    logdensity, grad, inverse_mass, steps, trials = (np.stack(c) for c in zip(*rows, strict=True))
+    return logdensity, grad, inverse_mass, steps, trials
 
-    def one(row):
-        key, x = row
-        logdensity, grad = target.logdensity_and_grad(x)
-        scale = jnp.abs(grad)
-        inverse_mass = jnp.clip(jnp.where(scale > 0, 1.0 / scale, 1.0), 1e-20, 1e20)
-        step, grads = reasonable_step_size(key, target, x, inverse_mass=inverse_mass,
-                                           start=(logdensity, grad))
-        return logdensity, grad, inverse_mass, step, grads
 
-    def first(key, positions, ten):
-        key, keys = split_keys(key, positions.shape[0])
-        logdensity, grad, inverse_mass, step, grads = over_chains(one)((keys, positions))
-        return key, logdensity, grad, inverse_mass, da_init(step, ten), grads
-
-    return compiled(target, "early_warmup_first", lambda: jax.jit(
-        first, compiler_options=QUICK_COMPILE))
+FIRST_STEP_STREAM = 2
+"""The warm-up key's stream (path ``(2, chain)``) of the first step's momenta; the chunks'
+keys are its stream ``()`` (`host_random.split`)."""
 
 
 def chunk_program(target, target_accept: float):
@@ -96,7 +94,35 @@ def chunk_program(target, target_accept: float):
         return state, da, (out[..., :dim], out[..., dim:2 * dim], lp, steps.astype(jnp.int32),
                            div > 0, acc, step)
 
-    return jax.jit(nuts_chunk)
+    return jax.jit(nuts_chunk, compiler_options=chunk_compiler_options(target))
+
+
+QUICK_CHUNK = {"xla_cpu_use_fusion_emitters": False}
+"""XLA's options for the chunk program of a cheap model on a CPU: XLA's older CPU loop
+emitter compiles it in about 60% of the seconds, and runs a model whose gradient is a few
+thousand operations as fast; a model of 5e5 operations per gradient ran 35% slower per
+gradient (docs/notes/cold-compile.md)."""
+QUICK_CHUNK_FLOPS = 1e5
+"""The most operations per gradient (XLA's cost analysis of the model's value and
+gradient) of a model whose chunk program compiles under `QUICK_CHUNK`."""
+
+
+def chunk_compiler_options(target) -> dict | None:
+    """`QUICK_CHUNK` on a CPU for a model of at most `QUICK_CHUNK_FLOPS` operations per
+    gradient by XLA's cost analysis of its lowered value and gradient (the same for every
+    run of the model: the same program and draws); None (XLA's defaults) for a heavier
+    model, one whose gradient XLA cannot see into (a custom call: Stan's, a host callback)
+    or another backend."""
+    if jax.default_backend() != "cpu":
+        return None
+    dim = target.dim
+    dtype = jax.dtypes.canonicalize_dtype(np.asarray(target.initial_position).dtype)
+    # the start checks' program (`compiled_logdensity_and_grad`): traced and lowered once
+    lowered = compiled_logdensity_and_grad(target).lower(jax.ShapeDtypeStruct((dim,), dtype))
+    if "custom_call" in lowered.as_text():
+        return None
+    flops = (lowered.cost_analysis() or {}).get("flops")
+    return QUICK_CHUNK if flops is not None and flops <= QUICK_CHUNK_FLOPS else None
 
 
 def _pack(state, da, axis=0):
@@ -116,37 +142,26 @@ def chunk_key(target_accept: float, rank: int) -> tuple:
     return ("early_warmup_chunk", CHUNK, target_accept, rank)
 
 
-def compile_chunk_ahead(target, target_accept: float, rank: int, first_out,
-                        positions) -> None:
+def compile_chunk_ahead(target, target_accept: float, rank: int, positions, key) -> None:
     """Start compiling the chunk program in a thread of its own (`compile_ahead`) for the
-    rows the warm-up will give it: their shapes and dtypes from ``first_out`` (the first
-    program's outputs as `jax.eval_shape` gives them) and ``positions: (chains, dim)``.
-    XLA compiles it on another core while the first program runs."""
+    rows the warm-up will give it: chains at positions like ``positions: (chains, dim)``
+    with keys like ``key`` (arrays or their ``jax.ShapeDtypeStruct``), their log densities
+    and gradients of the model's dtypes. XLA compiles it on another core while the run
+    makes its starts and their first steps."""
     chains, dim = positions.shape
-    key, logdensity, grad, _, da, _ = first_out
+    logdensity, grad = jax.eval_shape(target.logdensity_and_grad,
+                                      jax.ShapeDtypeStruct((dim,), positions.dtype))
     real = jax.dtypes.canonicalize_dtype(np.float64)  # the host arrays `_rows` gives
     shapes = ((dim,), (dim, rank), (rank,))  # the metric: every chain's, not broadcast
-    state = NutsState(jax.ShapeDtypeStruct(positions.shape, positions.dtype), logdensity, grad)
+    state = NutsState(jax.ShapeDtypeStruct(positions.shape, positions.dtype),
+                      jax.ShapeDtypeStruct((chains,), logdensity.dtype),
+                      jax.ShapeDtypeStruct((chains, dim), grad.dtype))
+    da = DualAveragingState(*(jax.ShapeDtypeStruct((chains,), real) for _ in range(5)))
     rows = (jax.ShapeDtypeStruct((chains,), key.dtype), state, da,
             tuple(jax.ShapeDtypeStruct(s, real) for s in shapes),
             jax.ShapeDtypeStruct((chains,), real))
     compile_ahead(target, chunk_key(target_accept, rank),
                   lambda: chunk_program(target, target_accept), rows)
-
-
-def split(key, chains: int, fold: int | None = None):
-    """`split_keys` of ``key`` (folded with ``fold`` first, if given), for the chunk's keys:
-    in the one program of `adaptmc.adaptation.dual_averaging.on_host` (run eagerly, the
-    same operations compile three)."""
-    out = on_host(key, chains, fold)
-    return out.key, out.chain_keys
-
-
-def split_keys(key, chains: int):
-    """``(next key, one key per chain)``: ``key`` split in two, the second split per chain
-    (inside the warm-up's programs: no program of its own)."""
-    key, key_chains = jax.random.split(key)
-    return key, jax.random.split(key_chains, chains)
 
 
 def padded(metric: LowRankInverseMass, rank: int):

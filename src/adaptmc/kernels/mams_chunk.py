@@ -33,7 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation.compact_nuts import _fmix, _normals
-from adaptmc.adaptation.dual_averaging import DualAveragingState, da_update, on_host
+from adaptmc.adaptation.dual_averaging import DualAveragingState, da_update
+from adaptmc.adaptation.host_random import split
 from adaptmc.adaptation.low_rank import LowRankInverseMass
 from adaptmc.kernels.base import accept_with, select
 from adaptmc.kernels.mams import MAMSState, propose
@@ -197,7 +198,7 @@ def run_chunk(target, key, states, metric, da, *, count: int, length: float = 0.
     gradient ``(chains, ...)``) under ``metric`` (`as_padded`), dual averaging ``da`` (five
     numbers: its state; the step ``exp(da[0])``), keeping every ``thin``-th (at most
     `CAPACITY`): `chunk_program`. ``key``: a PRNG key, folded with ``fold`` and split per
-    chain by the warm-up's own key program (`on_host`)."""
+    chain on the host (`adaptmc.adaptation.host_random.split`: no program)."""
     if count // thin > CAPACITY or count < 1:
         raise ValueError(f"1 to {CAPACITY} kept draws per call, got {count} // {thin}")
     position = np.asarray(states.position)
@@ -205,7 +206,7 @@ def run_chunk(target, key, states, metric, da, *, count: int, length: float = 0.
     packed = np.concatenate([position, np.asarray(states.logdensity_grad, position.dtype),
                              np.asarray(states.logdensity, position.dtype)[:, None]], axis=1)
     real = jax.dtypes.canonicalize_dtype(np.float64)
-    chain_keys = on_host(key, chains, fold).chain_keys
+    _, chain_keys = split(key, chains, fold)
     program = compiled(target, KEY, lambda: chunk_program(target))
     out = program(chain_keys, packed, tuple(metric), np.asarray(da, real),
                   np.asarray([length, jitter, target_accept], real),

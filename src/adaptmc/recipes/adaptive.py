@@ -69,7 +69,7 @@ import numpy as np
 from adaptmc import tuners
 from adaptmc.adaptation.early import METRICS
 from adaptmc.adaptation.early_stage import EarlyWarmupStage
-from adaptmc.kernels import HMCParams, hmc
+from adaptmc.kernels import HMCParams, HMCState, hmc
 from adaptmc.objectives import over_the_run
 from adaptmc.recipes import mams_sampling
 from adaptmc.recipes.parts import make_bandit, objective_from_name
@@ -262,7 +262,7 @@ def _hmc_plan(options: dict, objective) -> Plan:
                              stop=(options["stop_rule"], options["stop_tolerance"]))
     most = TUNING if tuning is None else tuning
     stage = EarlyWarmupStage(options["warmup_steps"], options["metric"], then,
-                             options["target_accept"], nuts=options["nuts"], init_kernel=hmc)
+                             options["target_accept"], nuts=options["nuts"])
     return Plan("adaptive-hmc", hmc, HMCParams(jitter=jitter), tuners.fixed(), objective,
                 most + 1, max(budget or 1000, 1), most, most, options=options,
                 warmup=stage, draws=options["draws"])
@@ -292,9 +292,21 @@ def _check_tuning(tuner: str, stop_rule: str, stop_tolerance, jitter: float,
 
 def prepared_plan(warm, **settings) -> Prepared:
     """What the run goes on with after the warm-up ``warm``: `tuned_plan` (``settings``
-    its keywords), from where the warm-up's chains stand."""
+    its keywords), from where the warm-up's chains stand, their states included."""
     plan = tuned_plan(warm, **settings)
-    return Prepared(plan, warm.positions, warm.num_grads, warmup_record(warm, plan))
+    return Prepared(plan, warm.positions, warm.num_grads, warmup_record(warm, plan),
+                    hmc_states(warm.final_state))
+
+
+def hmc_states(state) -> HMCState | None:
+    """The HMC chains' states where the warm-up's chains stand, from its final `NutsState`
+    (position, log density, gradient; the momentum NaN until the first step, as
+    `adaptmc.kernels.hmc.init` leaves it): the model is evaluated in no program of its own.
+    None when the warm-up gives no state."""
+    if state is None:
+        return None
+    position, logdensity, grad = (np.asarray(a) for a in state)
+    return HMCState(position, logdensity, grad, np.full_like(position, np.nan))
 
 
 def trajectory_box(steps: np.ndarray) -> tuple[int, int, int]:

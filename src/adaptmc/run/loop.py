@@ -9,7 +9,6 @@ and shared by every run on the same target object (grids of fixed settings, repe
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 
@@ -192,7 +191,7 @@ def default_starts(target: Target, num_chains: int, key_init, init_jitter: float
     ``U(-init_jitter, init_jitter)``, each chain's retried where its log density or gradient
     is not finite (`adaptmc.run.starts.finite_starts`), with the points evaluated."""
     init_jitter = checked_jitter(init_jitter)
-    first = _jittered(key_init, target.initial_position, num_chains, init_jitter)
+    first = jittered(key_init, target.initial_position, num_chains, init_jitter)
     return finite_starts(target, first, key_init, what)
 
 
@@ -216,8 +215,8 @@ def starting_positions(target: Target, num_chains: int, seed: int, init=None,
                          f"chain) or ({num_chains}, {target.dim}) (one per chain), got "
                          f"{init.shape}")
     else:
-        start = jnp.asarray(init, dtype=target.initial_position.dtype)
-        positions = _jittered(run_keys(seed, "init"), start, num_chains, init_jitter)
+        start = init.astype(np.asarray(target.initial_position).dtype)
+        positions = jittered(run_keys(seed, "init"), start, num_chains, init_jitter)
     if not check:
         return jnp.asarray(positions, dtype=target.initial_position.dtype)
     return initial_positions_checked(target, num_chains, positions, init_jitter, None)
@@ -241,10 +240,6 @@ def initial_positions_checked(target: Target, num_chains: int, initial_positions
     for c in range(num_chains):
         check_position(target, rows[c], what=f"{what} of chain {c}")
     return initial_positions
-
-
-_jittered = functools.partial(jax.jit, static_argnums=(2,), compiler_options=QUICK_COMPILE)(
-    jittered)
 
 
 def init_states(target: Target, kernel: Kernel, positions):

@@ -11,7 +11,6 @@ counts its gradients, checkpoints it and resumes it.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -20,8 +19,8 @@ import jax
 import numpy as np
 
 from adaptmc import tuners
+from adaptmc.adaptation.host_random import key_rng, new_keys, seed_rng
 from adaptmc.kernels.base import Kernel
-from adaptmc.targets.base import QUICK_COMPILE
 from adaptmc.tuners.base import Tuner
 
 
@@ -133,21 +132,24 @@ class RunOptions(NamedTuple):
 def run_keys(seed: int, stage: str | None = "run"):
     """A run's PRNG keys, all from ``seed``: ``"init"`` draws the chains' jittered starts
     and initialises the tuner, ``"run"`` is folded with a super-transition's index for its
-    keys (`adaptmc.run.loop.super_transition_keys`), ``"tuner"`` (``"init"`` folded with 1)
-    initialises the tuner, ``"warmup"`` is the warm-up stage's (independent of all),
-    ``"root"`` is ``jax.random.key(seed)``; ``stage`` None: the dict of all."""
-    # the seed as an argument, as `jax.random.key` takes an int: one compiled program for
-    # every seed, where the same operations run eagerly compile five
-    keys = _all_keys(np.int64(seed))
+    keys (`adaptmc.run.loop.super_transition_keys`), ``"tuner"`` initialises the tuner,
+    ``"warmup"`` is the warm-up stage's, ``"root"`` the seed's own; each its own stream of
+    ``seed`` (`adaptmc.adaptation.host_random`: on the host, no compiled program);
+    ``stage`` None: the dict of all."""
+    keys = {name: new_keys(seed_rng(seed, i)) for i, name in enumerate(KEY_NAMES)}
     return keys if stage is None else keys[stage]
+
+
+KEY_NAMES = ("root", "init", "run", "tuner", "warmup")
+"""The run's keys (`run_keys`), each the stream of ``seed`` at its index."""
 
 
 def run_start(seed: int, start, num_chains: int, init_jitter: float):
     """``(keys, positions)``: `run_keys` of ``seed`` (the dict of all) and the chains'
     default starts ``start + U(-init_jitter, init_jitter)`` per chain and coordinate from
-    its ``"init"`` key (`jittered`), in one compiled program (`run_keys` and
-    `adaptmc.run.loop._jittered`, called apart, compile two)."""
-    return _keys_and_starts(np.int64(seed), start, num_chains, init_jitter)
+    its ``"init"`` key (`jittered`), on the host."""
+    keys = run_keys(seed, None)
+    return keys, jittered(keys["init"], start, num_chains, init_jitter)
 
 
 def zero_key():
@@ -155,27 +157,13 @@ def zero_key():
     return jax.random.wrap_key_data(np.zeros(2, np.uint32))
 
 
-def jittered(key, start, num_chains: int, init_jitter):
-    """``start + U(-init_jitter, init_jitter)`` per chain and coordinate."""
-    jitter = jax.random.uniform(key, (num_chains, start.shape[0]), minval=-init_jitter,
-                                maxval=init_jitter)
+def jittered(key, start, num_chains: int, init_jitter) -> np.ndarray:
+    """``start + U(-init_jitter, init_jitter)`` per chain and coordinate, ``(num_chains,
+    dim)`` in ``start``'s dtype, drawn on the host from ``key``
+    (`adaptmc.adaptation.host_random.key_rng`)."""
+    start = np.asarray(start)
+    jitter = key_rng(key).uniform(-init_jitter, init_jitter, (num_chains, start.shape[0]))
     return start + jitter.astype(start.dtype)
-
-
-def _keys(seed) -> dict:
-    root = jax.random.key(seed)
-    key_init, key_run = jax.random.split(root)
-    return {"init": key_init, "run": key_run, "tuner": jax.random.fold_in(key_init, 1),
-            "warmup": jax.random.fold_in(root, 2**31 - 1), "root": root}
-
-
-_all_keys = jax.jit(_keys, compiler_options=QUICK_COMPILE)
-
-
-@functools.partial(jax.jit, static_argnums=2, compiler_options=QUICK_COMPILE)
-def _keys_and_starts(seed, start, num_chains: int, init_jitter):
-    keys = _keys(seed)
-    return keys, jittered(keys["init"], start, num_chains, init_jitter)
 
 
 PLAN_SETTINGS = ("num_super_transitions", "gradient_budget", "tuner", "objective",

@@ -10,14 +10,14 @@ and refused (`adaptmc.targets.base.check_position`), never replaced.
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from adaptmc.targets.base import QUICK_COMPILE, Target, evaluate_position, is_finite
+from adaptmc.adaptation.host_random import key_rng
+from adaptmc.targets.base import Target, evaluate_position, is_finite
 
 STAN_RADIUS = 2.0
 """Stan's random inits: ``U(-2, 2)`` per unconstrained coordinate (``init=2``)."""
@@ -82,14 +82,9 @@ def _retried(target: Target, key, chain: int) -> tuple[np.ndarray | None, int]:
     return None, STAN_TRIES
 
 
-def stan_draws(key, chain: int, dim: int, dtype=jnp.float64) -> jax.Array:
+def stan_draws(key, chain: int, dim: int, dtype=np.float64) -> np.ndarray:
     """``(STAN_TRIES, dim)`` points ``U(-2, 2)``, chain ``chain``'s retries under the run's
-    ``"init"`` key ``key``, in the order they are tried."""
-    return _draws(key, np.uint32(chain), dim, jnp.dtype(dtype))
-
-
-@functools.partial(jax.jit, static_argnums=(2, 3), compiler_options=QUICK_COMPILE)
-def _draws(key, chain, dim: int, dtype):
-    chain_key = jax.random.fold_in(jax.random.fold_in(key, RETRY_FOLD), chain)
-    return jax.random.uniform(chain_key, (STAN_TRIES, dim), minval=-STAN_RADIUS,
-                              maxval=STAN_RADIUS).astype(dtype)
+    ``"init"`` key ``key``, in the order they are tried (drawn on the host,
+    `adaptmc.adaptation.host_random.key_rng`)."""
+    points = key_rng(key, RETRY_FOLD, chain).uniform(-STAN_RADIUS, STAN_RADIUS, (STAN_TRIES, dim))
+    return points.astype(dtype)

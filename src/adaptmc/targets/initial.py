@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import numpy as np
 
 
@@ -44,7 +45,7 @@ def unconstrained_draws(target: Any, values: dict) -> np.ndarray:
     ``values: {name: (chains, draws, *shape)}`` (its posterior), each draw mapped back as
     `unconstrained_point` maps a start; transformed parameters and generated quantities in
     ``values`` are ignored. `KeyError` naming a parameter ``values`` lacks."""
-    names = list(_named_start(target))
+    names = list(_named_start(target, jax.eval_shape))  # names alone: no program
     arrays = {name: np.asarray(values[name], dtype=float) for name in names}
     chains, draws = np.shape(arrays[names[0]])[:2]
     out = np.empty((chains, draws, target.dim))
@@ -70,25 +71,30 @@ def _unconstrain(target, merged: dict):
     return _ravel(merged)
 
 
-def _named_start(target) -> dict[str, np.ndarray]:
-    """The target's start by parameter name, constrained (sampled parameters only)."""
+def _named_start(target, call=None) -> dict[str, np.ndarray]:
+    """The target's start by parameter name, constrained (sampled parameters only);
+    ``call``: ``jax.eval_shape`` for their shapes alone (no program compiled)."""
     info = target.info
     if "stan_model" in info:
         model = info["stan_model"]
+        names = [v.name for v in model.variables if v.block == "parameters"]
+        if call is not None:  # the names are the model's
+            return dict.fromkeys(names)
         named = target.constrain(target.initial_position)
-        return {v.name: np.asarray(named[v.name]) for v in model.variables
-                if v.block == "parameters"}
-    unconstrained = target.unravel(target.initial_position)
+        return {name: np.asarray(named[name]) for name in names}
+    call = call or (lambda f, x: f(x))
+    as_array = np.asarray if call is not jax.eval_shape else (lambda v: v)
+    unconstrained = call(target.unravel, target.initial_position)
     if target.constrain is None:
-        return {k: np.asarray(v) for k, v in unconstrained.items()} \
+        return {k: as_array(v) for k, v in unconstrained.items()} \
             if isinstance(unconstrained, dict) else {}
-    named = target.constrain(target.initial_position)
+    named = call(target.constrain, target.initial_position)
     if "unconstrain" in info:  # its constrained quantities are its named parameters
-        return {k: np.asarray(v) for k, v in named.items()}
+        return {k: as_array(v) for k, v in named.items()}
     if info.get("source") == "pymc":
         model = info["model"]
-        return {rv.name: np.asarray(named[rv.name]) for rv in model.free_RVs}
-    return {k: np.asarray(named[k]) for k in unconstrained if k in named}
+        return {rv.name: as_array(named[rv.name]) for rv in model.free_RVs}
+    return {k: as_array(named[k]) for k in unconstrained if k in named}
 
 
 def _pymc_unconstrain(model, values: dict) -> dict:
