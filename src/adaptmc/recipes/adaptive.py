@@ -45,11 +45,8 @@
    never saw work. The draws of the tuning super-transitions are not kept, their gradients
    are counted.
 
-With ``mams="auto"`` (the default) on a target of dimension >= 2, and with ``mams="on"``,
-MAMS under the warm-up's metric samples in place of steps 2 and 3, every ``k``-th
-transition, ``k`` from what the run measured (`adaptmc.recipes.mams_sampling`); steps 2
-and 3 run with ``mams="off"`` and, under ``"auto"``, in one dimension (the isokinetic
-dynamics needs two).
+With ``mams="on"`` (``"auto"``: where ``dim >= 2``) MAMS under the warm-up's metric samples
+in place of steps 2 and 3, every ``k``-th transition (`adaptmc.recipes.mams_sampling`).
 
 The super-transition budget is ``max(20 L_median, 8 L_max)`` gradients, so that every
 setting of the box makes at least eight draws per chain and the typical one twenty; the
@@ -78,24 +75,21 @@ from adaptmc.targets.base import Target
 from adaptmc.tuners.base import Tuner
 
 STOP_RULE = "ei"
-"""The default stop rule (`adaptmc.tuners.stopping.RULES`): expected improvement, the gain
-one more tuning super-transition is predicted to find over the setting tuning would freeze
-(Jones, Schonlau & Welch 1998, Eq. 15), as a fraction of that setting's reward. It is the
-quantity `value_tolerance` weighs against the super-transition's cost; the regret bound
-``ucb-lcb`` (Makarova et al. 2022) bounds what freezing gives up, not what one more step
-buys, and its floor ``2 kappa sd`` kept it above a tenth of the reward through all 12
-super-transitions of every run measured, at ~19k gradients a run."""
+"""The default stop rule (`adaptmc.tuners.stopping.RULES`): expected improvement over the
+setting tuning would freeze (Jones, Schonlau & Welch 1998, Eq. 15), as a fraction of its
+reward: what `value_tolerance` weighs against a super-transition's cost. ``ucb-lcb``'s
+regret bound (Makarova et al. 2022) bounds what freezing gives up, not what one more step
+buys: its floor ``2 kappa sd`` kept it above a tenth of the reward in every run measured."""
 
 NUTS_CHOICES = ("off", "choose", "always")
 MAMS_CHOICES = ("auto", "off", "on")
 
 LOG_SCALE = {name: {"log_rewards": True, "noise_var": tuners.surrogate.LOG_NOISE_VAR}
              for name in ("gp-ucb", "hedge")}
-"""The GP bandits' rewards compared on the log scale, with the noise a super-transition's
-reward measurably has there (`adaptmc.tuners.surrogate.LOG_NOISE_VAR`): an effective sample
-size per gradient spans orders of magnitude over the box and its estimate's error is
-relative, so on the linear scale the largest rewards, noise included, set the scale and
-squeeze every other setting towards the bottom (docs/notes/pergrad.md)."""
+"""The GP bandits' rewards on the log scale, with its measured noise
+(`adaptmc.tuners.surrogate.LOG_NOISE_VAR`): ESS per gradient spans orders of magnitude over
+the box with a relative error; on the linear scale the largest set the scale
+(docs/notes/pergrad.md)."""
 
 MIN_TUNING = 6
 """The fewest tuning super-transitions before the stop rule is consulted: ``3 d`` arm pulls
@@ -185,7 +179,7 @@ def adaptive_hmc(
     jitter: float = 0.2,
     target_accept: float = 0.8,
     nuts: str = "choose",
-    mams: str = "auto",
+    mams: str = "off",
     seed: int = 0,  # unused: the warm-up takes the run's key
 ) -> Plan:
     """Adaptive HMC (see the module docstring).
@@ -195,17 +189,14 @@ def adaptive_hmc(
     tuner
         The bandit over ``(eps, L)``: a bandit of `adaptmc.tuners.TUNERS`.
     metric
-        ``"auto"`` (the one whose condition after preconditioning and cost per leapfrog
-        step promise the most effective draws per gradient on the warm-up's held-out
-        draws: `adaptmc.adaptation.metric_choice`), ``"diag"``, ``"dense"`` or
-        ``"low-rank"`` (cost per leapfrog step ``O(dim)``, ``O(dim^2)``, ``O(dim k)``).
+        ``"auto"`` (the most effective draws per gradient promised on the warm-up's held-out
+        draws: `adaptmc.adaptation.metric_choice`), ``"diag"``, ``"dense"``, ``"low-rank"``.
     warmup_steps, tuning
         At most: NUTS transitions per chain of the warm-up (>= 150; it ends once settled);
         tuning super-transitions (or a stop rule; None: `planned_tuning` decides).
     stop_rule, stop_tolerance
         The rule that may end tuning early, ``"ucb-lcb"``, ``"ucb"`` or ``"ei"``
-        (`adaptmc.tuners.stopping`; the GP bandits have the posterior it reads), and its
-        tolerance (None: `value_tolerance`; 0: off, always ``tuning`` super-transitions).
+        (`adaptmc.tuners.stopping`), and its tolerance (None: `value_tolerance`; 0: off).
     draws, budget
         Kept draws per chain, exactly; gradients per chain of a super-transition (default
         ``max(20 L_median, 8 L_max)``, `tuned_plan`).
@@ -215,14 +206,13 @@ def adaptive_hmc(
     target_accept
         The warm-up's dual averaging's acceptance rate (Hoffman & Gelman 2014, Alg. 5).
     nuts
-        ``"choose"`` (NUTS under the warm-up's metric samples when its reward beats the
-        tuned setting's or nothing was tuned), ``"always"`` or ``"off"``.
+        ``"choose"`` (NUTS samples if its reward beats the tuned setting's or nothing was
+        tuned), ``"always"`` or ``"off"``.
     mams
-        ``"on"``: after the warm-up, MAMS under its metric samples, every ``k``-th transition
-        (`adaptmc.recipes.mams_sampling`); ``"off"``: steps 2 and 3 (tuning, NUTS or HMC);
-        ``"auto"`` (default): ``"on"`` where the target's dimension is >= 2 and no option of
-        HMC's tuning (tuner, tuning, stop rule, budget, objective, jitter, nuts) is given,
-        else ``"off"``.
+        ``"on"``: MAMS samples after the warm-up (`adaptmc.recipes.mams_sampling`); ``"off"``
+        (default; MAMS's step collapses where the log density has walls): steps 2 and 3;
+        ``"auto"``: ``"on"`` where the dimension is >= 2 and no option of HMC's tuning is
+        given (`HMC_TUNING_DEFAULTS`), else ``"off"``.
     """
     check_sizes(metric, budget, warmup_steps=warmup_steps, draws=draws)
     _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept, nuts, tuning, mams)
@@ -241,9 +231,8 @@ HMC_TUNING_DEFAULTS = {"tuner": "gp-ucb", "tuning": None, "stop_rule": STOP_RULE
 
 
 def _samples_with_mams(mams: str, dim: int, tuning_options: dict) -> bool:
-    """Whether MAMS samples: ``mams="on"``, or ``"auto"`` on a target of dimension >= 2
-    whose call leaves every option of HMC's tuning at its default (one given asks for
-    steps 2 and 3). With ``"on"`` such an option is one `ValueError` (MAMS would ignore it)."""
+    """Whether MAMS samples: ``mams="on"``, or ``"auto"`` where ``dim >= 2`` and every
+    option of HMC's tuning is at its default; with ``"on"`` one given is a `ValueError`."""
     given = sorted(k for k, v in tuning_options.items()
                    if not (v is HMC_TUNING_DEFAULTS[k] or v == HMC_TUNING_DEFAULTS[k]))
     if mams == "on" and given:

@@ -9,8 +9,7 @@ advances it by one block (a warm-up chunk, a group of super-transitions) until `
 chains' starts, the PRNG keys (`adaptmc.run.plan.run_keys`, the one place they come from
 the seed), the run folder and its checkpoints (every ``checkpoint_every`` blocks, in the
 warm-up as in tuning and sampling), the gradient count, the seconds and ``stop_after``.
-A run killed anywhere resumes from its last checkpoint and makes exactly the draws of an
-uninterrupted one.
+A run killed anywhere resumes from its last checkpoint with the draws of an uninterrupted one.
 
 The path of one run: ``run -> stage.step -> SuperTransitionLoop.__call__ -> one_chain ->
 body -> kernel.step`` (the warm-up's: ``run -> stage.step -> _Chains.advance -> one ->
