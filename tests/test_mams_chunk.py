@@ -16,23 +16,10 @@ from adaptmc.kernels import LowRankInverseMass
 from adaptmc.kernels.mams import MAMSState
 from adaptmc.kernels.mams_chunk import as_padded, da_fixed, run_chunk
 from adaptmc.kernels.metrics import low_rank_dense
-from adaptmc.targets import gaussian
+from test_mams import COV_4D, GAUSS_4D, MEAN_4D, NUM_EXACT, _low_rank
 
-COV = np.array([[2.0, 0.9, 0.3, 0.0],
-                [0.9, 1.0, 0.2, 0.1],
-                [0.3, 0.2, 0.5, -0.2],
-                [0.0, 0.1, -0.2, 0.8]])
-MEAN = np.array([1.0, -0.5, 0.0, 2.0])
-TARGET = gaussian(MEAN, COV)
-NUM_EXACT = 20_000
-
-
-def _low_rank(cov):
-    """Rank 1 of 4: ``D`` the diagonal, the scaled covariance's top direction."""
-    diag = np.diag(cov)
-    values, vectors = np.linalg.eigh(cov / np.sqrt(np.outer(diag, diag)))
-    return LowRankInverseMass(diag, vectors[:, -1:], values[-1:])
-
+# the 4-d Gaussian and rank-1 inverse mass of the kernel's own tests
+COV, MEAN, TARGET = COV_4D, MEAN_4D, GAUSS_4D
 
 METRICS = {"unit": 1.0, "diag": np.diag(COV), "dense": COV, "low-rank": _low_rank(COV)}
 STEPS = {"unit": 2.0, "diag": 2.0, "dense": 3.0, "low-rank": 2.0}  # the dense metric is
