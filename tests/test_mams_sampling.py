@@ -190,3 +190,40 @@ def test_auto_samples_with_mams_unless_an_option_of_hmcs_tuning_is_given():
     assert adaptive_hmc(target).kernel.name == "hmc"
     with pytest.raises(ValueError, match="does not read tuning"):
         adaptive_hmc(target, mams="on", tuning=3)
+
+
+def walled_gaussian():
+    """``(target, count)``: a 3-d standard Gaussian walled off beyond ``x0 = 1`` (log
+    density ``-inf`` there), counting its evaluations, started at 0.9 by the wall."""
+    logdensity, count = counting_gaussian(jnp.ones(3))
+    walled = lambda x: jnp.where(x[0] > 1.0, -jnp.inf, logdensity(x))  # noqa: E731
+    return make_target(walled, jnp.full(3, 0.9), name="walled", check=False), count
+
+
+def test_where_the_log_density_has_a_wall_mams_gives_way_to_nuts(tmp_path):
+    """A trajectory across the wall is rejected whatever its step, so MAMS's dual averaging
+    drives the step toward zero (0.84 to 0.0015 and 526 steps per transition without a
+    floor: 1.2M gradients). At `STEP_FLOOR` of its first step the run samples with NUTS
+    instead: a few thousand gradients spent on MAMS, counted, and named in the record; a
+    run stopped in its warm-up resumes to the same draws."""
+    target, count = walled_gaussian()
+    options = dict(chains=4, seed=0, progress=False)
+    plan = lambda: build("adaptive-hmc", target, mams="on", warmup_steps=150, draws=60)  # noqa: E731
+    whole = run_plan(target, plan(), **options)
+    jax.effects_barrier()
+    attrs = whole.idata.attrs
+    assert count[0] == attrs["total_grad_evals"] < 40_000
+    assert json.loads(attrs["sampler"])["sampler"] == "nuts"
+    tried = json.loads(attrs["warmup"])["mams"]
+    assert not tried["used"] and tried["step_size"] < tried["floor"]
+    assert 0 < tried["num_grads"] < 20_000
+    draws = np.asarray(whole.idata.posterior["x"].values)
+    assert np.all(draws[..., 0] <= 1.0)
+    out = tmp_path / "run"
+    stopped = run_plan(target, plan(), output_dir=out, stop_after=4, checkpoint_every=1,
+                       **options)
+    assert stopped.idata is None
+    resumed = run_plan(target, plan(), output_dir=out, resume=True, checkpoint_every=1,
+                       **options)
+    np.testing.assert_array_equal(np.asarray(resumed.idata.posterior["x"].values), draws)
+    assert resumed.num_grads == whole.num_grads

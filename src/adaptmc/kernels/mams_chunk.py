@@ -12,9 +12,11 @@ One call runs ``count`` transitions (a traced number) of every chain
 transition when positive, else ``max(1, round(length / eps))``, each chain's step jittered
 by ``U(1 - j, 1 + j)`` (Neal 2011, Sec. 5.4.2.2). With ``adapt`` the step is dual-averaged
 (Hoffman & Gelman 2014, Alg. 5) after every transition on the chains' mean acceptance
-probability; without, it stays where the state given puts it. Every ``thin``-th transition is
-kept in a buffer of `CAPACITY` draws; per chain the gradients, divergences and acceptance
-probabilities of every transition (kept or not) are summed.
+probability; without, it stays where the state given puts it. A transition never steps below
+``floor`` (the dual averaging's own state may: its caller reads that as the floor hit).
+Every ``thin``-th transition is kept in a buffer of `CAPACITY` draws; per chain the
+gradients, divergences and acceptance probabilities of every transition (kept or not) are
+summed.
 
 The metric is the warm-up's ``M^-1 = D^1/2 (I + U (Lambda - 1) U^T) D^1/2`` as padded
 arrays (`as_padded`: a diagonal, dense or low-rank inverse mass alike), its square root
@@ -115,7 +117,7 @@ def chunk_program(target):
     dim = target.dim
 
     def mams_chunk(chain_keys, packed, metric, da, reals, ints):
-        length, jitter, target_accept = reals[0], reals[1], reals[2]
+        length, jitter, target_accept, floor = reals[0], reals[1], reals[2], reals[3]
         fixed, adapt, thin, count = ints[0], ints[1], ints[2], ints[3]
         seeds = jax.vmap(lambda k: jax.random.bits(k, (2,), jnp.uint32))(chain_keys)
         step = jax.vmap(_transition(target, low_rank_metric(LowRankInverseMass(*metric)), dim),
@@ -125,7 +127,7 @@ def chunk_program(target):
         def body(t, carry):
             packed, da, out, steps, totals, acc_sum = carry
             averaging = DualAveragingState(*(da[i] for i in range(5)))
-            eps = jnp.exp(averaging.log_step_size).astype(dtype)
+            eps = jnp.maximum(jnp.exp(averaging.log_step_size), floor).astype(dtype)
             n = jnp.where(fixed > 0, fixed, steps_for(length, eps))
             packed, info = step(seeds, packed, t, eps, n, jitter)
             updated = jnp.stack(da_update(averaging, jnp.mean(info.acceptance_rate),
@@ -177,7 +179,7 @@ def _arguments(chains: int, dim: int, rank: int, dtype, key_dtype) -> tuple:
     real, shaped = jax.dtypes.canonicalize_dtype(np.float64), jax.ShapeDtypeStruct
     return (shaped((chains,), key_dtype), shaped((chains, 2 * dim + 1), dtype),
             (shaped((dim,), dtype), shaped((dim, rank), dtype), shaped((rank,), dtype)),
-            shaped((5,), real), shaped((3,), real), shaped((4,), np.int32))
+            shaped((5,), real), shaped((4,), real), shaped((4,), np.int32))
 
 
 def chunk_ahead(target, chains: int, rank: int, dtype, key) -> None:
@@ -193,12 +195,13 @@ def chunk_ahead(target, chains: int, rank: int, dtype, key) -> None:
 
 def run_chunk(target, key, states, metric, da, *, count: int, length: float = 0.0,
               fixed_steps: int = 0, adapt: bool = False, thin: int = 1, jitter: float = 0.0,
-              target_accept: float = 0.9, fold: int = 0) -> ChunkOut:
+              target_accept: float = 0.9, floor: float = 0.0, fold: int = 0) -> ChunkOut:
     """``count`` transitions of every chain from ``states`` (position, log density and
     gradient ``(chains, ...)``) under ``metric`` (`as_padded`), dual averaging ``da`` (five
-    numbers: its state; the step ``exp(da[0])``), keeping every ``thin``-th (at most
-    `CAPACITY`): `chunk_program`. ``key``: a PRNG key, folded with ``fold`` and split per
-    chain on the host (`adaptmc.adaptation.host_random.split`: no program)."""
+    numbers: its state; the step ``exp(da[0])``, never below ``floor``), keeping every
+    ``thin``-th (at most `CAPACITY`): `chunk_program`. ``key``: a PRNG key, folded with
+    ``fold`` and split per chain on the host (`adaptmc.adaptation.host_random.split`: no
+    program)."""
     if count // thin > CAPACITY or count < 1:
         raise ValueError(f"1 to {CAPACITY} kept draws per call, got {count} // {thin}")
     position = np.asarray(states.position)
@@ -209,7 +212,7 @@ def run_chunk(target, key, states, metric, da, *, count: int, length: float = 0.
     _, chain_keys = split(key, chains, fold)
     program = compiled(target, KEY, lambda: chunk_program(target))
     out = program(chain_keys, packed, tuple(metric), np.asarray(da, real),
-                  np.asarray([length, jitter, target_accept], real),
+                  np.asarray([length, jitter, target_accept, floor], real),
                   np.asarray([fixed_steps, int(adapt), thin, count], np.int32))
     packed, da, rows, steps, totals, acc_sum = (np.asarray(a) for a in out)
     kept = count // thin

@@ -46,13 +46,8 @@
    are counted.
 
 With ``mams="on"`` (``"auto"``: where ``dim >= 2``) MAMS under the warm-up's metric samples
-in place of steps 2 and 3, every ``k``-th transition (`adaptmc.recipes.mams_sampling`).
-
-The super-transition budget is ``max(20 L_median, 8 L_max)`` gradients, so that every
-setting of the box makes at least eight draws per chain and the typical one twenty; the
-sampling phase keeps exactly ``draws`` draws per chain of the frozen setting (its last
-super-transition cut short, `adaptmc.run.run`'s ``num_draws``), so its gradients are
-``draws`` times the frozen ``L`` per chain.
+in place of steps 2 and 3, every ``k``-th transition (`adaptmc.recipes.mams_sampling`),
+unless its step falls below its floor: then steps 2 and 3 follow as without it.
 """
 
 from __future__ import annotations
@@ -99,7 +94,6 @@ to reflect the box rather than the noise of one setting (`adaptmc.tuners.stoppin
 it only from ``2 d`` distinct settings on). The GP does not expect rewards far above the
 best it has seen, so its expected improvement at a corner it never measured is small:
 fewer pulls stopped tuning before the cheap short trajectories had been tried."""
-
 
 TUNING = 12
 """The most tuning super-transitions of the default (``tuning=None``)."""
@@ -221,7 +215,7 @@ def adaptive_hmc(
     given = {k: v for k, v in locals().items() if k in HMC_TUNING_DEFAULTS}
     if _samples_with_mams(mams, target.dim, given):
         return mams_sampling.mams_plan(warmup_steps, metric, target_accept, draws, options,
-                                       warmup_record)
+                                       warmup_record, _then(options, made_objective))
     return _hmc_plan(options, made_objective)
 
 
@@ -241,17 +235,23 @@ def _samples_with_mams(mams: str, dim: int, tuning_options: dict) -> bool:
     return mams == "on" or (mams == "auto" and dim >= 2 and not given)
 
 
+def _then(options: dict, objective) -> Callable:
+    """`prepared_plan` with `adaptive_hmc`'s ``options`` (the reward ``objective`` made):
+    what the run goes on with after the warm-up without MAMS."""
+    return functools.partial(prepared_plan, tuner=options["tuner"], tuning=options["tuning"],
+                             draws=options["draws"], budget=options["budget"],
+                             objective=objective, jitter=options["jitter"], options=options,
+                             stop=(options["stop_rule"], options["stop_tolerance"]))
+
+
 def _hmc_plan(options: dict, objective) -> Plan:
     """`adaptive_hmc`'s plan from its ``options`` (the reward ``objective`` made): the
     warm-up, then `prepared_plan` (tuning, NUTS or the frozen HMC setting)."""
     tuning, budget, jitter = options["tuning"], options["budget"], options["jitter"]
-    then = functools.partial(prepared_plan, tuner=options["tuner"], tuning=tuning,
-                             draws=options["draws"], budget=budget, objective=objective,
-                             jitter=jitter, options=options,
-                             stop=(options["stop_rule"], options["stop_tolerance"]))
     most = TUNING if tuning is None else tuning
-    stage = EarlyWarmupStage(options["warmup_steps"], options["metric"], then,
-                             options["target_accept"], nuts=options["nuts"])
+    stage = EarlyWarmupStage(options["warmup_steps"], options["metric"],
+                             _then(options, objective), options["target_accept"],
+                             nuts=options["nuts"])
     return Plan("adaptive-hmc", hmc, HMCParams(jitter=jitter), tuners.fixed(), objective,
                 most + 1, max(budget or 1000, 1), most, most, options=options,
                 warmup=stage, draws=options["draws"])

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -47,6 +48,7 @@ import numpy as np
 from adaptmc import tuners
 from adaptmc.adaptation.early_stage import EarlyWarmupStage
 from adaptmc.adaptation.low_rank import LowRankInverseMass
+from adaptmc.adaptation.nuts_sampling import nuts_arm
 from adaptmc.kernels.mams import MAMSParams, MAMSState, mams
 from adaptmc.kernels.mams_chunk import (
     as_padded,
@@ -55,7 +57,14 @@ from adaptmc.kernels.mams_chunk import (
     da_start,
     run_chunk,
 )
-from adaptmc.objectives import geyer_fractions, robust_ess_per_grad, standardised
+from adaptmc.recipes.mams_rules import (  # noqa: F401 (re-exported: the rules' constants)
+    LENGTH_FACTOR,
+    MAX_LENGTH_CHANGE,
+    MAX_THIN,
+    per_transition_ess,
+    thinning,
+    trajectory_length,
+)
 from adaptmc.recipes.plan import Plan, Prepared, check_plan, sampling_length
 from adaptmc.run.mams_stage import MamsArm, MamsSample
 from adaptmc.targets.base import evaluate_position
@@ -80,20 +89,21 @@ MEASURE_TRANSITIONS = 150
 length (`trajectory_length`) and whose robust ESS per transition ``r1`` sets the thinning:
 600 draws over four chains; the thinning depends on ``r1`` only through ``r1^-1/2``."""
 
-LENGTH_FACTOR = 0.4
-"""``c`` of the trajectory-length rule ``L = c eps n_eff`` (`trajectory_length`):
-BlackJAX's ``make_adaptation_L`` default (``l_factor``)."""
-
-MAX_LENGTH_CHANGE = 4.0
-"""The most the measured trajectory length may differ from the first, as a factor."""
-
-MAX_THIN = 16
-"""The most transitions per kept draw."""
-
 JITTER = 0.5
 """Step-size jitter ``j`` (``eps U(1 - j, 1 + j)``): the trajectory's length varies by
 +-50 %, as in the MAMS check (scripts/mams_check.py); the paper draws the number of steps,
 uniform up to twice its mean, which our fixed-cost kernel does not."""
+
+STEP_FLOOR = 0.1
+"""The least MAMS step, as a fraction of the first (``eps0``, from the warm-up's): a
+transition never steps below it, and where dual averaging asks for less (its averaged step
+below the floor) MAMS is not used: the run samples with NUTS after the warm-up, as with
+``mams="off"`` (`mams_prepared`). Where the log density has walls (``-inf`` beyond a
+boundary: a trajectory crossing one is rejected whatever its step) dual averaging to
+`TARGET_ACCEPT` drives the step toward zero and the steps per transition up without bound
+(a walled 3-d Gaussian: 0.84 to 0.0015, 526 steps per transition); NUTS stops its trajectory
+at the wall. The paper (Robnik, Cohn-Gordon & Seljak 2025) sets no floor; 0.1 is ours: at it
+a transition costs at most ten times the first's steps."""
 
 KEPT_PER_BLOCK = 100
 """Kept draws per chain of one sampling super-transition (one recorded block)."""
@@ -105,7 +115,8 @@ class Adapted(NamedTuple):
     acceptance probabilities ``(chains, n)``, its divergences, the dual averaging's mean
     acceptance over its last half, the gradients spent over all chains, and the dual
     averaging's last half: its positions ``(chains, adapt // 2, dim)`` and steps per
-    transition ``(adapt // 2,)``."""
+    transition ``(adapt // 2,)``; ``floored``: the averaged step fell below the floor (no
+    measurement then: its arrays are empty)."""
 
     states: object
     step_size: float
@@ -117,6 +128,7 @@ class Adapted(NamedTuple):
     num_grads: int
     tail_positions: np.ndarray
     tail_steps: np.ndarray
+    floored: bool = False
 
 
 def pooled(adapted: Adapted) -> np.ndarray:
@@ -133,99 +145,33 @@ def pooled(adapted: Adapted) -> np.ndarray:
 
 def adapt_and_measure(target, states, metric, step_size: float, key, *, length: float,
                       fixed_steps: int = 0, ten: float = 10.0, stage: int = 1,
-                      adapt: int = ADAPT_TRANSITIONS,
-                      measure: int = MEASURE_TRANSITIONS) -> Adapted:
+                      adapt: int = ADAPT_TRANSITIONS, measure: int = MEASURE_TRANSITIONS,
+                      floor: float = 0.0) -> Adapted:
     """MAMS from ``states`` (the chains' positions, log densities and gradients) under
     ``metric`` (`adaptmc.kernels.mams_chunk.as_padded`): ``adapt`` transitions of dual
     averaging from ``step_size`` (the isokinetic step; shrinking toward ``log(ten
-    step_size)``), then ``measure`` at the averaged step, two calls of MAMS's one program
+    step_size)``; never stepping below ``floor``), then ``measure`` at the averaged step
+    (none where that is below ``floor``: ``floored``), two calls of MAMS's one program
     (`adaptmc.kernels.mams_chunk.run_chunk`). A transition runs ``fixed_steps`` steps if
     positive, else ``round(length / eps)`` at its step ``eps``. ``key``: a PRNG key (the
     warm-up's), folded with ``2 stage - 1`` and ``2 stage``."""
-    settings = dict(length=length, jitter=JITTER, target_accept=TARGET_ACCEPT)
+    settings = dict(length=length, jitter=JITTER, target_accept=TARGET_ACCEPT, floor=floor)
     first = run_chunk(target, key, states, metric, da_start(step_size, ten), count=adapt,
                       fixed_steps=fixed_steps, adapt=True, fold=2 * stage - 1, **settings)
     eps = float(np.exp(first.da[1]))
+    tail = adapt // 2  # the averaging's second half: steps near the final one
+    averaged = float(np.mean(first.acceptance[:, tail:]))
+    if eps < floor:
+        none = first.positions[:, :0]
+        return Adapted(first.states, eps, 0, none, first.acceptance[:, :0], 0, averaged,
+                       int(np.sum(first.grads)), none, first.steps[:0], True)
     steps = fixed_steps if fixed_steps > 0 else max(1, round(length / eps))
     second = run_chunk(target, key, first.states, metric, da_fixed(eps), count=measure,
                        fixed_steps=steps, fold=2 * stage, **settings)
-    tail = adapt // 2  # the averaging's second half: steps near the final one
     grads = int(np.sum(first.grads)) + int(np.sum(second.grads))
     return Adapted(second.states, eps, steps, second.positions, second.acceptance,
-                   int(np.sum(second.divergences)), float(np.mean(first.acceptance[:, tail:])),
-                   grads, first.positions[:, tail:], first.steps[tail:])
-
-
-def trajectory_length(positions: np.ndarray, length: float) -> tuple[float, float]:
-    """``(L', tau)``: the trajectory length the chains' autocorrelation asks for, from
-    ``positions: (chains, n, dim)`` drawn at trajectory length ``length``, and ``tau``, the
-    mean over coordinates of their transitions per effective draw (Geyer's initial monotone
-    sequence, chains pooled: `adaptmc.objectives.geyer_fractions`).
-
-    The MCLMC rule (Robnik, De Luca, Silverstein & Seljak 2023, "Microcanonical
-    Hamiltonian Monte Carlo", its tuning of ``L``; BlackJAX's ``make_adaptation_L``, whose
-    constant `LENGTH_FACTOR` = 0.4 we use) sets ``L = c eps n_eff``, ``n_eff = n tau`` the
-    steps per effective draw, i.e. ``L_rule = c length tau``: its fixed point is where
-    ``c tau(L) = 1``. One application from a short ``length`` overshoots: a trajectory
-    short against a coordinate's scale ``s`` moves it diffusively, ``tau ~ s^2 / L^2``, so
-    ``L_rule ~ s^2 / length``. We take the geometric mean of ``length`` and ``L_rule``,
-
-        L' = length sqrt(c tau),
-
-    the Newton step of ``log c tau(L) = 0`` in ``log L`` where ``tau ~ L^-2``: for an
-    isotropic Gaussian of sd ``s`` per coordinate (in the metric's units) it lands near the
-    fixed point, ``~s sqrt(d)`` times a constant (tests/test_mams_length.py: from 1.9x it; a
-    length too long makes independent draws, ``tau = 1``, ``L' = 0.63 length``); with
-    ``tau`` averaged over coordinates of sds ``s_i`` it is ``~sqrt(sum s_i^2)`` (from 0.6x
-    it in the same tests), the trace rule the MAMS
-    paper's tuning starts ``L`` from (Robnik, Cohn-Gordon & Seljak 2025; BlackJAX's
-    ``adjusted_mclmc_make_L_step_size_adaptation``). Clipped to
-    ``length [1 / MAX_LENGTH_CHANGE, MAX_LENGTH_CHANGE]``; ``length`` itself (and NaN) when
-    the draws cannot be measured (a coordinate that did not move, or non-finite draws).
-    """
-    z = standardised(np.asarray(positions, dtype=float))
-    if z is None or z.shape[1] < 4:
-        return float(length), float("nan")
-    fractions = geyer_fractions(z)
-    if not np.all(fractions > 0):
-        return float(length), float("nan")
-    tau = float(np.mean(1.0 / fractions))
-    change = min(max(math.sqrt(LENGTH_FACTOR * tau), 1.0 / MAX_LENGTH_CHANGE),
-                 MAX_LENGTH_CHANGE)
-    return float(length * change), tau
-
-
-def thinning(r1: float, grads_per_transition: float, overhead: float,
-             most: int = MAX_THIN) -> tuple[float, int]:
-    """``(k*, k)``: the transitions per kept draw that make the most effective draws per
-    gradient of the whole run, and ``k = clip(round(k*), 1, most)``.
-
-    A run keeping ``N`` draws per chain, every ``k``-th transition, spends ``N (W' + k g)``
-    gradients per chain: ``W'`` those before the first kept draw over ``N`` (warm-up and
-    adaptation), ``g`` a transition's. With ``r1`` the effective draws per transition
-    (``1 / tau``), the kept draws are modelled as ``ESS(k) = N k r1 / (1 + k r1)``: the
-    ``N k r1`` of the transitions while ``k r1`` is small, ``N`` (independent draws) as it
-    grows (``1 / ESS = 1 / (N k r1) + 1 / N``). The run's effective draws per gradient
-
-        E(k) = k r1 / ((1 + k r1) (W' + k g))
-
-    have ``d log E / dk = 1 / (k (1 + k r1)) - g / (W' + k g)``, zero where
-    ``W' + k g = g k (1 + k r1)``, i.e. ``k* = sqrt(W' / (g r1))``: a costly warm-up (large
-    ``W'``) is best repaid by cheap transitions thinned more; draws already independent
-    (``r1 = 1``) and no warm-up keep every transition. ``r1`` not finite or not positive
-    (the measurement failed): ``k = 1``, every transition kept.
-    """
-    if not (np.isfinite(r1) and r1 > 0 and grads_per_transition > 0):
-        return float("nan"), 1
-    k_star = math.sqrt(max(0.0, overhead) / (grads_per_transition * r1))
-    return k_star, int(min(max(round(k_star), 1), most))
-
-
-def per_transition_ess(positions: np.ndarray) -> float:
-    """``r1``: the robust ESS (`adaptmc.objectives.robust_ess_per_grad`) of ``positions:
-    (chains, n, dim)`` per draw (NaN when it cannot be computed)."""
-    chains, n = positions.shape[:2]
-    return robust_ess_per_grad(positions, {}, chains * n) / 1000.0
+                   int(np.sum(second.divergences)), averaged, grads,
+                   first.positions[:, tail:], first.steps[tail:])
 
 
 class Tuned(NamedTuple):
@@ -250,15 +196,20 @@ def tune(target, start, inverse_mass, step_size: float, key, *,
     measurement asks (`trajectory_length` of the length its transitions ran, ``eps round(L
     / eps)``); if that changes the steps per transition, `READAPT_TRANSITIONS` of dual
     averaging with the new number of steps fixed, from the first stage's step and chains,
-    and a new measurement. ``start``: the chains' states (position, log density, gradient:
-    the warm-up's, nothing computed) or positions ``(chains, dim)`` (each evaluated on the
-    host, one gradient counted per chain); ``rank``: the metric's directions in the
-    program (default: ``inverse_mass``'s)."""
+    and a new measurement. No stage steps below `STEP_FLOOR` ``step_size``; where one's
+    averaged step falls below it, that stage is the last (``adapted.floored``). ``start``:
+    the chains' states (position, log density, gradient: the warm-up's, nothing computed)
+    or positions ``(chains, dim)`` (each evaluated on the host, one gradient counted per
+    chain); ``rank``: the metric's directions in the program (default: ``inverse_mass``'s)."""
     states, grads = _states(target, start)
     dim = states.position.shape[1]
     metric = as_padded(inverse_mass, dim, _rank(inverse_mass, dim) if rank is None else rank,
                        states.position.dtype)
-    first = adapt_and_measure(target, states, metric, step_size, key, length=math.sqrt(dim))
+    floor = STEP_FLOOR * step_size
+    first = adapt_and_measure(target, states, metric, step_size, key, length=math.sqrt(dim),
+                              floor=floor)
+    if first.floored:
+        return Tuned(first, first, float("nan"), float("nan"), grads + first.num_grads, metric)
     ran = first.step_size * first.num_leapfrog  # the length the measured chains ran
     length, tau = trajectory_length(pooled(first), ran)
     steps = max(1, round(length / first.step_size))  # `mams_chunk.steps_for` on the host
@@ -266,7 +217,7 @@ def tune(target, start, inverse_mass, step_size: float, key, *,
         return Tuned(first, first, length, tau, grads + first.num_grads, metric)
     second = adapt_and_measure(target, first.states, metric, first.step_size, key,
                                length=length, fixed_steps=steps, ten=1.0, stage=2,
-                               adapt=READAPT_TRANSITIONS)
+                               adapt=READAPT_TRANSITIONS, floor=floor)
     return Tuned(second, first, length, tau, grads + first.num_grads + second.num_grads,
                  metric)
 
@@ -314,7 +265,7 @@ def mams_record(tuned: Tuned, eps0: float, r1: float, overhead: float, k_star: f
 
 
 def mams_prepared(warm, *, target, key, state, rank: int, draws: int, options: dict,
-                  record) -> Prepared:
+                  record, fallback=None) -> Prepared:
     """What the run goes on with after the warm-up ``warm`` (an
     `adaptmc.adaptation.early.EarlyWarmup`) on ``target``, ``key`` the warm-up's last
     PRNG key, ``state`` its chains' states, ``rank`` its metric's directions: MAMS's step
@@ -323,11 +274,15 @@ def mams_prepared(warm, *, target, key, state, rank: int, draws: int, options: d
     every ``k``-th transition, continuing from the chains' MAMS states, sampled by MAMS's
     program (`adaptmc.run.mams_stage.MamsSample`). ``record(warm, plan)``: the warm-up's
     facts (`adaptmc.recipes.adaptive.warmup_record`); the MAMS facts go to its
-    ``sampler``."""
+    ``sampler``. Where the step fell below its floor (`STEP_FLOOR`), ``fallback()`` (the
+    `Prepared` of sampling without MAMS) with MAMS's gradients added and its facts in the
+    record's ``mams``."""
     chains, dim = np.shape(warm.positions)
     eps0 = float(np.mean(warm.step_size)) * math.sqrt(dim)
     tuned = tune(target, state, warm.inverse_mass, eps0, key, rank=rank)
     adapted = tuned.adapted
+    if adapted.floored and fallback is not None:
+        return _without_mams(fallback(), tuned, eps0)
     r1 = per_transition_ess(pooled(adapted))
     g = adapted.num_leapfrog
     overhead = (warm.num_grads + tuned.num_grads) / chains / draws
@@ -345,6 +300,18 @@ def mams_prepared(warm, *, target, key, state, rank: int, draws: int, options: d
                     {**record(warm, plan), "sampler": sampler}, adapted.states)
 
 
+def _without_mams(prepared: Prepared, tuned: Tuned, eps0: float) -> Prepared:
+    """``prepared`` (sampling without MAMS) after MAMS's step fell below its floor: the
+    gradients MAMS's adaptation spent added to those before the first kept draw, and why
+    in the record's ``mams``."""
+    facts = {"used": False, "reason": "step below its floor", "initial_step_size": eps0,
+             "floor": STEP_FLOOR * eps0, "step_size": tuned.adapted.step_size,
+             "adapt_acceptance": tuned.adapted.adapt_acceptance,
+             "num_grads": tuned.num_grads}
+    return prepared._replace(num_grads=prepared.num_grads + tuned.num_grads,
+                             record={**prepared.record, "mams": facts})
+
+
 @dataclass(frozen=True)
 class MamsWarmupStage(EarlyWarmupStage):
     """The default's warm-up (`adaptmc.adaptation.early_stage.EarlyWarmupStage`) that
@@ -352,7 +319,11 @@ class MamsWarmupStage(EarlyWarmupStage):
     shapes are known once the warm-up's chains start) and whose ``finish`` hands ``then``
     the target, the warm-up's last PRNG key (restored from its checkpoint on resume), the
     chains' states and the metric's rank as well, so MAMS's adaptation after it draws the
-    same numbers in an uninterrupted and a resumed run."""
+    same numbers in an uninterrupted and a resumed run; and ``fallback``: the `Prepared` of
+    ``without(EarlyWarmup, nuts=(NutsArm, False))`` (sampling without MAMS, NUTS among its
+    choices, `adaptmc.adaptation.nuts_sampling`), called only where MAMS is not used."""
+
+    without: Callable | None = None
 
     def start(self, target, positions, key, progress: bool | None = None):
         run = super().start(target, positions, key, progress)
@@ -360,16 +331,20 @@ class MamsWarmupStage(EarlyWarmupStage):
         return run
 
     def finish(self, run):
-        return self.then(self.result(run), target=run.target, key=run.key, state=run.state,
-                         rank=run.rank)
+        warm = self.result(run)  # far chains regrouped first: the arm's steps are theirs
+        fallback = None if self.without is None else \
+            functools.partial(self.without, warm, nuts=(nuts_arm(run), False))
+        return self.then(warm, target=run.target, key=run.key, state=run.state,
+                         rank=run.rank, fallback=fallback)
 
 
 def mams_plan(warmup_steps: int, metric: str, target_accept: float, draws: int,
-              options: dict, record) -> Plan:
+              options: dict, record, without: Callable | None = None) -> Plan:
     """The plan of ``adaptive_hmc(mams="on")``: the default's warm-up (``warmup_steps``,
-    ``metric``, its ``target_accept``), then `mams_prepared`. Before the warm-up it names
-    MAMS (its kernel and jitter), so a run folder of one cannot be resumed as the other."""
+    ``metric``, its ``target_accept``), then `mams_prepared`, or ``without`` where MAMS's
+    step falls below its floor (`MamsWarmupStage`). Before the warm-up it names MAMS (its
+    kernel and jitter), so a run folder of one cannot be resumed as the other."""
     then = functools.partial(mams_prepared, draws=draws, options=options, record=record)
-    stage = MamsWarmupStage(warmup_steps, metric, then, target_accept)
+    stage = MamsWarmupStage(warmup_steps, metric, then, target_accept, without=without)
     return Plan("adaptive-hmc", mams, MAMSParams(jitter=JITTER), tuners.fixed(), None, 1,
                 1000, 0, 0, options=options, warmup=stage, draws=draws)

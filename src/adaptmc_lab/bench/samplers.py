@@ -131,7 +131,11 @@ def _final_setting(idata) -> dict:
         if record["sampler"] == "mams":  # its step, steps, thinning and what set it
             tuned.update({f"mams_{k}": float(record[k]) for k in (
                 "step_size", "num_leapfrog", "thin", "k_star", "r1", "overhead_per_draw",
-                "measure_acceptance", "trajectory_length", "tau")})
+                "measure_acceptance", "trajectory_length", "tau", "initial_step_size")})
+        warmup = json.loads(idata.attrs.get("warmup", "{}")).get("mams")
+        if warmup is not None:  # MAMS was tried and not used: its step fell below its floor
+            tuned.update({f"mams_{k}": float(warmup[k]) for k in (
+                "step_size", "initial_step_size", "num_grads")})
     skip = set(("reward", "acceptance_rate", "divergences", "num_grads", "num_steps",
                 "num_draws", "warmup", "wall_s", "tuner_s", "objective_s"))
     return {**tuned, **{name: float(np.asarray(tuning[name].values)[-1])
