@@ -182,12 +182,13 @@ def test_bad_values_are_one_clear_error(capsys):
 def test_auto_samples_with_mams_unless_an_option_of_hmcs_tuning_is_given():
     """``mams="auto"`` is MAMS on a target of dimension >= 2; a tuning option given
     (tuning, objective, ...) asks for HMC's tuning, so it is not silently ignored; with
-    ``mams="on"`` such an option is one clear error. The default is ``"off"``."""
+    ``mams="on"`` such an option is one clear error. The default is ``"auto"``."""
     target = get_target("std-normal-10d")
     assert adaptive_hmc(target, mams="auto").kernel.name == "mams"
     assert adaptive_hmc(target, mams="auto", tuning=3).kernel.name == "hmc"
     assert adaptive_hmc(target, mams="auto", objective="esjd").kernel.name == "hmc"
-    assert adaptive_hmc(target).kernel.name == "hmc"
+    assert adaptive_hmc(target).kernel.name == "mams"
+    assert adaptive_hmc(target, tuning=3).kernel.name == "hmc"
     with pytest.raises(ValueError, match="does not read tuning"):
         adaptive_hmc(target, mams="on", tuning=3)
 

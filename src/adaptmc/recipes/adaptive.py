@@ -42,12 +42,12 @@
    setting by posterior mean among the settings it measured that never diverged, frozen;
    while every setting tried has diverged, the step's range shrinks below the smallest
    failure (`adaptmc.tuners.moving_box`), so the bandit does not freeze on a setting it
-   never saw work. The draws of the tuning super-transitions are not kept, their gradients
-   are counted.
+   never saw work. Tuning's draws are not kept, its gradients are counted.
 
-With ``mams="on"`` (``"auto"``: where ``dim >= 2``) MAMS under the warm-up's metric samples
-in place of steps 2 and 3, every ``k``-th transition (`adaptmc.recipes.mams_sampling`),
-unless its step falls below its floor: then steps 2 and 3 follow as without it.
+With ``mams="auto"`` (the default: where ``dim >= 2`` and no option of HMC's tuning is
+given) or ``"on"``, MAMS under the warm-up's metric samples in place of steps 2 and 3, every
+``k``-th transition (`adaptmc.recipes.mams_sampling`), unless its step falls below its
+floor: then steps 2 and 3 follow as without it.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def adaptive_hmc(
     jitter: float = 0.2,
     target_accept: float = 0.8,
     nuts: str = "choose",
-    mams: str = "off",
+    mams: str = "auto",
     seed: int = 0,  # unused: the warm-up takes the run's key
 ) -> Plan:
     """Adaptive HMC (see the module docstring).
@@ -203,9 +203,9 @@ def adaptive_hmc(
         ``"choose"`` (NUTS samples if its reward beats the tuned setting's or nothing was
         tuned), ``"always"`` or ``"off"``.
     mams
-        ``"on"``: MAMS samples after the warm-up (`adaptmc.recipes.mams_sampling`); ``"off"``
-        (default; MAMS's step collapses where the log density has walls): steps 2 and 3;
-        ``"auto"``: ``"on"`` where the dimension is >= 2 and no option of HMC's tuning is
+        ``"on"``: MAMS samples after the warm-up (`adaptmc.recipes.mams_sampling`; steps 2
+        and 3 where its step falls below its floor); ``"off"``: steps 2 and 3; ``"auto"``
+        (default): ``"on"`` where the dimension is >= 2 and no option of HMC's tuning is
         given (`HMC_TUNING_DEFAULTS`), else ``"off"``.
     """
     check_sizes(metric, budget, warmup_steps=warmup_steps, draws=draws)
