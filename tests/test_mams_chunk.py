@@ -95,11 +95,10 @@ def test_thinning_keeps_every_kth_transition_and_counts_every_gradient():
 def test_the_counter_hash_normals_are_standard():
     """The velocities' normals (Box-Muller over the hash's words) of many transitions:
     mean 0, variance 1, no correlation between consecutive transitions."""
-    from adaptmc.adaptation.compact_nuts import _normals
-    from adaptmc.kernels.mams_chunk import _words
+    from adaptmc.adaptation.counter_random import normals, words
 
     seed = jnp.asarray([0x12345678, 0x9ABCDEF0], jnp.uint32)
-    z = np.asarray(jax.jit(jax.vmap(lambda t: _normals(_words(seed, t, 8)[:6], jnp.float64)))(
+    z = np.asarray(jax.jit(jax.vmap(lambda t: normals(words(seed, t, 8)[:6], jnp.float64)))(
         jnp.arange(20_000, dtype=jnp.int32)))
     n = z.size
     assert abs(z.mean()) < 4 / math.sqrt(n) and abs(z.var() - 1) < 4 * math.sqrt(2 / n)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from adaptmc.adaptation import compact_nuts as cn
+from adaptmc.adaptation import counter_random
 from adaptmc.adaptation.compact_nuts import NutsState, nuts_step
 
 jax.config.update("jax_enable_x64", True)
@@ -164,7 +165,7 @@ def test_the_counter_based_uniforms_are_uniform(seed):
     """The per-leaf uniforms: mean, variance and the lag-1 correlation over 2^16 counters
     within 4.5 standard errors of a uniform's."""
     words = jax.random.bits(jax.random.key(seed), (3,), jnp.uint32)
-    u = np.asarray(cn._uniform(words, jnp.arange(2**16), jnp.float64))
+    u = np.asarray(counter_random.uniform(words, jnp.arange(2**16), jnp.float64))
     n = u.size
     assert np.all((u > 0) & (u < 1))
     assert abs(u.mean() - 0.5) < 4.5 * np.sqrt(1 / 12 / n)

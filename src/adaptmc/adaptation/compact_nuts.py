@@ -24,8 +24,9 @@ leaves that ``k`` lies in (its velocity and momentum, the momenta's prefix sum b
 and the leaf before it). A leaf that closes blocks (``k + 1`` a multiple of ``2^m``) checks
 each from its slot and its right half's (level ``m - 1``). Every check of a step is one
 array expression; a leaf is one vector (position, momentum, gradient, ``M^-1`` gradient,
-velocity, log density). The per-leaf uniforms come from a counter-based hash (`_uniform`)
-seeded once per transition by JAX's threefry: one threefry call per transition.
+velocity, log density). The per-leaf uniforms come from a counter-based hash
+(`adaptmc.adaptation.counter_random`) seeded once per transition by JAX's threefry: one
+threefry call per transition.
 
 The metric is the warm-up's ``M^-1 = diag(s) (I + U (Lambda - 1) U^T) diag(s)``
 (`adaptmc.adaptation.low_rank`), applied directly; the velocity is carried through the
@@ -39,7 +40,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+
+from adaptmc.adaptation.counter_random import normals, uniform
 
 MAX_DEPTH = 10
 """Subtrees of up to ``2^(MAX_DEPTH - 1)`` steps: at most ``2^MAX_DEPTH - 1`` per transition."""
@@ -88,28 +90,6 @@ def momentum_from_normal(z, metric):
     """``p ~ N(0, M)`` from ``z ~ N(0, I)``: ``(I + U (lam^-1/2 - 1) U^T) z / s``."""
     s, vectors, values = metric
     return (z + vectors @ ((jax.lax.rsqrt(values) - 1.0) * (vectors.T @ z))) / s
-
-
-def _fmix(h):
-    """MurmurHash3's 32-bit finaliser (Appleby): an avalanching bijection of ``uint32``."""
-    h = (h ^ (h >> 16)) * np.uint32(0x85EBCA6B)
-    h = (h ^ (h >> 13)) * np.uint32(0xC2B2AE35)
-    return h ^ (h >> 16)
-
-
-def _uniform(seed, counter, dtype):
-    """A uniform on (0, 1) from ``(seed, counter)``: the finaliser twice over the counter
-    mixed with two seed words (counter-based, as Salmon et al. 2011's generators)."""
-    h = _fmix(_fmix(seed[0] ^ (counter.astype(jnp.uint32) * np.uint32(0x9E3779B9))) ^ seed[1])
-    return (h.astype(dtype) + 0.5) * 2.0**-32
-
-
-def _normals(bits, dtype):
-    """Box-Muller (1958) on pairs of 32-bit words: ``bits.size`` standard normals."""
-    u = (bits.astype(dtype) + 0.5) * 2.0**-32
-    half = bits.size // 2
-    r = jnp.sqrt(-2.0 * jnp.log(u[:half]))
-    return jnp.concatenate([r * jnp.cos(2 * np.pi * u[half:]), r * jnp.sin(2 * np.pi * u[half:])])
 
 
 def _leaf(x, p, g, mg, v, lp):
@@ -164,7 +144,7 @@ def _extend(tree: _Tree, seed, h0, logdensity_and_grad, step_size, metric) -> _T
     w_tree, w_sub = tree.weights[0], jnp.where(start, log_w, jnp.logaddexp(tree.weights[1],
                                                                           log_w))
     dtype = tree.weights.dtype
-    sub = jnp.where(start | (_uniform(seed, 2 * n, dtype) < jnp.exp(log_w - w_sub)), leaf,
+    sub = jnp.where(start | (uniform(seed, 2 * n, dtype) < jnp.exp(log_w - w_sub)), leaf,
                     tree.sub_proposal)
     before = jnp.where(start, 0.0, tree.sums[1])
     sums = jnp.stack([tree.sums[0], before + p])
@@ -175,7 +155,7 @@ def _extend(tree: _Tree, seed, h0, logdensity_and_grad, step_size, metric) -> _T
     divergent = log_w < -DIVERGENCE
     ok = ~divergent & ~inner
     merge = ok & (k + 1 == (1 << depth))
-    take = merge & (_uniform(seed, 2 * n + 1, dtype) < jnp.exp(w_sub - w_tree))
+    take = merge & (uniform(seed, 2 * n + 1, dtype) < jnp.exp(w_sub - w_tree))
     depth = jnp.where(merge, depth + 1, depth)
     return _Tree(
         counts=jnp.stack([n + 1, depth, jnp.where(merge, 0, k + 1), direction]),
@@ -202,7 +182,7 @@ def nuts_step(key, state, logdensity_and_grad, step_size, metric):
     dim = x0.shape[0]
     bits = key if getattr(key, "dtype", None) == jnp.uint32 else \
         jax.random.bits(key, (transition_bits(dim),), jnp.uint32)
-    p0 = momentum_from_normal(_normals(bits[:-3], x0.dtype)[:dim], metric)
+    p0 = momentum_from_normal(normals(bits[:-3], x0.dtype)[:dim], metric)
     v0 = velocity(metric, p0)
     h0 = 0.5 * jnp.dot(p0, v0) - lp0
     start = _leaf(x0, p0, g0, velocity(metric, g0), v0, lp0)

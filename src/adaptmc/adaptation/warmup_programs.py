@@ -14,6 +14,7 @@ import numpy as np
 
 from adaptmc.adaptation.chains import over_chains
 from adaptmc.adaptation.compact_nuts import NutsState, nuts_step, transition_bits
+from adaptmc.adaptation.counter_random import unit
 from adaptmc.adaptation.dual_averaging import DualAveragingState, da_update
 from adaptmc.adaptation.first_step import reasonable_step_size_on_host
 from adaptmc.adaptation.host_random import key_rng
@@ -75,7 +76,7 @@ def chunk_program(target, target_accept: float):
             packed, bits, jitter, i = carry
             state = NutsState(packed[:dim], packed[2 * dim], packed[dim:2 * dim])
             da = DualAveragingState(*(packed[2 * dim + 1 + j] for j in range(5)))
-            u = _unit(bits[i, -1], packed.dtype) * 2.0 - 1.0
+            u = unit(bits[i, -1], packed.dtype) * 2.0 - 1.0
             step = jnp.exp(da.log_step_size) * (1.0 + jitter * u)
             state, info = nuts_step(bits[i, :-1], state, target.logdensity_and_grad, step,
                                     metric)
@@ -130,11 +131,6 @@ def _pack(state, da, axis=0):
     and the five dual-averaging numbers (along ``axis``, the last)."""
     scalars = jnp.stack([state.logdensity, *da], axis=axis)
     return jnp.concatenate([state.position, state.logdensity_grad, scalars], axis=axis)
-
-
-def _unit(word, dtype):
-    """A uniform on (0, 1) from a random 32-bit ``word``."""
-    return (word.astype(dtype) + 0.5) * 2.0**-32
 
 
 def chunk_key(target_accept: float, rank: int) -> tuple:

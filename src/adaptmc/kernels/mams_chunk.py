@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from adaptmc.adaptation.compact_nuts import _fmix, _normals
+from adaptmc.adaptation.counter_random import normals, words
 from adaptmc.adaptation.dual_averaging import DualAveragingState, da_update
 from adaptmc.adaptation.host_random import split
 from adaptmc.adaptation.low_rank import LowRankInverseMass
@@ -79,14 +79,6 @@ def steps_for(length, step_size):
     return jnp.maximum(1, jnp.round(length / step_size)).astype(jnp.int32)
 
 
-def _words(seed, t, n: int):
-    """``n`` random 32-bit words of transition ``t`` of the chain seeded ``seed: (2,)``:
-    MurmurHash3's finaliser (`_fmix`) over the transition, then over each word's index."""
-    h = _fmix(_fmix(seed[0] ^ (t.astype(jnp.uint32) * np.uint32(0x9E3779B9))) ^ seed[1])
-    j = jnp.arange(n, dtype=jnp.uint32) * np.uint32(0x85EBCA77)
-    return _fmix(_fmix(h ^ j) ^ seed[0])
-
-
 def _transition(target, metric, dim: int):
     """One chain's transition ``(seed, packed, t, eps, n, jitter) -> (packed, StepInfo)``,
     ``packed`` its position, gradient and log density in one vector."""
@@ -95,8 +87,8 @@ def _transition(target, metric, dim: int):
     def one(seed, packed, t, eps, n, jitter):
         dtype = packed.dtype
         state = MAMSState(packed[:dim], packed[2 * dim], packed[dim:2 * dim])
-        bits = _words(seed, t, 2 * half + 2)
-        z = _normals(bits[:2 * half], dtype)[:dim]
+        bits = words(seed, t, 2 * half + 2)
+        z = normals(bits[:2 * half], dtype)[:dim]
         u = (bits[-2:].astype(dtype) + 0.5) * 2.0**-32
         step = eps * (1.0 + jitter * (2.0 * u[0] - 1.0))
         proposal, log_ratio = propose(target, metric, state, z / jnp.linalg.norm(z), step, n)
