@@ -3,7 +3,8 @@ seconds per gradient. Usage: python scripts/chunk_options.py TARGET '{"option": 
 [num_steps]; one fresh process per measurement, no compile cache. Runs the default warm-up
 (`adaptmc.adaptation.early`, 4 chains, key 0, from the target's start jittered by seed 0)
 with the chunk program compiled under the options (``Lowered.compile(compiler_options=)``),
-and prints compile seconds (wall and the process's CPU), warm-up seconds, gradients and microseconds per gradient."""
+and prints compile seconds (wall and the process's CPU), warm-up seconds, gradients and
+microseconds per gradient (wall and CPU)."""
 
 import json
 import sys
@@ -22,7 +23,7 @@ from adaptmc.targets import base  # noqa: E402
 from adaptmc_lab.targets import get_target  # noqa: E402
 
 base.COMPILE_AHEAD = False
-warmup_programs.QUICK_CHUNK_FLOPS = -1  # XLA's defaults, then the options given here
+warmup_programs.chunk_compiler_options = lambda target, most=None: None  # then the options here
 target = get_target(sys.argv[1])
 options = json.loads(sys.argv[2])
 num_steps = int(sys.argv[3]) if len(sys.argv) > 3 else 500

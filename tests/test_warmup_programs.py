@@ -11,6 +11,7 @@ import pytest
 
 from adaptmc.adaptation.warmup_programs import (
     QUICK_CHUNK,
+    QUICK_MAMS_FLOPS,
     chunk_compiler_options,
     computed_elements,
 )
@@ -59,11 +60,26 @@ def test_a_model_called_as_one_custom_call_takes_the_quick_options():
     assert chunk_compiler_options(_host_model(big=70_000)) is None
 
 
+def _regression(rows: int, columns: int):
+    design = jnp.asarray(np.random.default_rng(0).normal(size=(rows, columns)))
+    return make_target(lambda b: -0.5 * jnp.sum((design @ b - 1.0) ** 2), jnp.zeros(columns))
+
+
 def test_a_jax_model_by_its_flops():
     """A pure JAX model by XLA's cost analysis: a 10-d Gaussian is cheap, a regression of
     5000 rows on 30 columns (3e5 flops per gradient) is not."""
     gaussian = make_target(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(10))
     assert chunk_compiler_options(gaussian) == QUICK_CHUNK
-    design = jnp.asarray(np.random.default_rng(0).normal(size=(5000, 30)))
-    regression = make_target(lambda b: -0.5 * jnp.sum((design @ b - 1.0) ** 2), jnp.zeros(30))
-    assert chunk_compiler_options(regression) is None
+    assert chunk_compiler_options(_regression(5000, 30)) is None
+
+
+def test_mams_takes_the_quick_options_only_where_xla_compiles_almost_none_of_the_model():
+    """MAMS's chunk (`QUICK_MAMS_FLOPS`): a Stan-like model (one custom call) and a 10-d
+    Gaussian take `QUICK_CHUNK`; a regression of 400 rows on 3 columns (kidiq's size), which
+    the NUTS chunk compiles under it, does not."""
+    small = _regression(400, 3)
+    assert chunk_compiler_options(small) == QUICK_CHUNK
+    assert chunk_compiler_options(small, QUICK_MAMS_FLOPS) is None
+    assert chunk_compiler_options(_host_model(), QUICK_MAMS_FLOPS) == QUICK_CHUNK
+    gaussian = make_target(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(10))
+    assert chunk_compiler_options(gaussian, QUICK_MAMS_FLOPS) == QUICK_CHUNK

@@ -106,32 +106,38 @@ gradient (docs/notes/cold-compile.md). A model called as one custom call (a Stan
 through XLA's FFI) leaves XLA the sampler's arithmetic alone: 2/3 of the CPU seconds of
 compilation, the same per gradient (docs/notes/stan-compile.md)."""
 QUICK_CHUNK_FLOPS = 1e5
-"""The most operations per gradient (XLA's cost analysis of the model's value and
-gradient) of a model whose chunk program compiles under `QUICK_CHUNK`."""
+"""The most operations per gradient that XLA compiles (`model_operations`) of a model whose
+NUTS chunk program compiles under `QUICK_CHUNK`."""
+QUICK_MAMS_FLOPS = 1e3
+"""The same for MAMS's chunk program (`adaptmc.kernels.mams_chunk`), whose transitions under
+`QUICK_CHUNK` ran 16-25% slower per gradient on a model of 1e4 operations (kidiq) and
+within 5% on Stan's programs (none XLA compiles): docs/notes/stan-compile.md."""
 
 
-def chunk_compiler_options(target) -> dict | None:
-    """`QUICK_CHUNK` on a CPU for a model of at most `QUICK_CHUNK_FLOPS` operations per
-    gradient that XLA compiles (the emitter's work), None (XLA's defaults) for a heavier one
-    or another backend; the same for every run of the model (the same program and draws).
-    The operations: XLA's cost analysis of the model's lowered value and gradient (the start
-    checks' program, `compiled_logdensity_and_grad`), or, where it has custom calls (Stan's
-    model through the FFI, LAPACK, a host callback: their own code under either emitter, and
-    uncounted), the elements of the arrays its other instructions compute
-    (`computed_elements`). Made once per target (`compiled`)."""
-    return compiled(target, "chunk_compiler_options", lambda: _options(target))
-
-
-def _options(target) -> dict | None:
+def chunk_compiler_options(target, most: float = QUICK_CHUNK_FLOPS) -> dict | None:
+    """`QUICK_CHUNK` on a CPU for a model of at most ``most`` operations per gradient that
+    XLA compiles (`model_operations`: the older emitter's work), None (XLA's defaults) for a
+    heavier one or another backend; the same for every run of the model (the same program
+    and draws)."""
     if jax.default_backend() != "cpu":
         return None
+    flops = compiled(target, "model_operations", lambda: model_operations(target))
+    return QUICK_CHUNK if flops <= most else None
+
+
+def model_operations(target) -> float:
+    """Operations per gradient of the model that XLA compiles: XLA's cost analysis of its
+    lowered value and gradient (the start checks' program, `compiled_logdensity_and_grad`),
+    or, where it has custom calls (Stan's model through the FFI, LAPACK, a host callback:
+    their own code under any XLA option, and uncounted), the elements of the arrays its
+    other instructions compute (`computed_elements`)."""
     dim = target.dim
     dtype = jax.dtypes.canonicalize_dtype(np.asarray(target.initial_position).dtype)
     lowered = compiled_logdensity_and_grad(target).lower(jax.ShapeDtypeStruct((dim,), dtype))
     flops = (lowered.cost_analysis() or {}).get("flops")
     if flops is None or flops < 0:  # XLA cannot count a custom call (-1)
-        flops = computed_elements(lowered.as_text(dialect="hlo"))
-    return QUICK_CHUNK if flops <= QUICK_CHUNK_FLOPS else None
+        return float(computed_elements(lowered.as_text(dialect="hlo")))
+    return float(flops)
 
 
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?\S+ = [a-z]\w*\[([\d,]*)\]\S* ([\w-]+)\(", re.M)
