@@ -103,15 +103,16 @@ QUICK_CHUNK = {"xla_cpu_use_fusion_emitters": False}
 emitter compiles it in about 60% of the seconds, and runs a model whose gradient is a few
 thousand operations as fast; a model of 5e5 operations per gradient ran 35% slower per
 gradient (docs/notes/cold-compile.md). A model called as one custom call (a Stan program
-through XLA's FFI) leaves XLA the sampler's arithmetic alone: 2/3 of the CPU seconds of
-compilation, the same per gradient (docs/notes/stan-compile.md)."""
+through XLA's FFI) leaves XLA the sampler's arithmetic alone, which compiles faster under it
+and runs as fast (docs/notes/stan-compile.md)."""
 QUICK_CHUNK_FLOPS = 1e5
 """The most operations per gradient that XLA compiles (`model_operations`) of a model whose
 NUTS chunk program compiles under `QUICK_CHUNK`."""
 QUICK_MAMS_FLOPS = 1e3
 """The same for MAMS's chunk program (`adaptmc.kernels.mams_chunk`), whose transitions under
-`QUICK_CHUNK` ran 16-25% slower per gradient on a model of 1e4 operations (kidiq) and
-within 5% on Stan's programs (none XLA compiles): docs/notes/stan-compile.md."""
+`QUICK_CHUNK` ran slower per gradient on a small JAX model (kidiq's, 1e4 operations) and
+as fast on Stan's programs, none of whose arithmetic XLA compiles
+(docs/notes/stan-compile.md)."""
 
 
 def chunk_compiler_options(target, most: float = QUICK_CHUNK_FLOPS) -> dict | None:
