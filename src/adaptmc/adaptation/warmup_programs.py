@@ -7,6 +7,7 @@ host through the target's single-point program."""
 from __future__ import annotations
 
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +20,7 @@ from adaptmc.adaptation.dual_averaging import DualAveragingState, da_update
 from adaptmc.adaptation.first_step import reasonable_step_size_on_host
 from adaptmc.adaptation.host_random import key_rng
 from adaptmc.adaptation.low_rank import LowRankInverseMass
-from adaptmc.targets.base import compile_ahead, compiled_logdensity_and_grad
+from adaptmc.targets.base import compile_ahead, compiled, compiled_logdensity_and_grad
 
 CHUNK = 10
 """NUTS transitions per chain in one call of the chunk program."""
@@ -102,28 +103,55 @@ QUICK_CHUNK = {"xla_cpu_use_fusion_emitters": False}
 """XLA's options for the chunk program of a cheap model on a CPU: XLA's older CPU loop
 emitter compiles it in about 60% of the seconds, and runs a model whose gradient is a few
 thousand operations as fast; a model of 5e5 operations per gradient ran 35% slower per
-gradient (docs/notes/cold-compile.md)."""
+gradient (docs/notes/cold-compile.md). A model called as one custom call (a Stan program
+through XLA's FFI) leaves XLA the sampler's arithmetic alone, which compiles faster under it
+and runs as fast (docs/notes/stan-compile.md)."""
 QUICK_CHUNK_FLOPS = 1e5
-"""The most operations per gradient (XLA's cost analysis of the model's value and
-gradient) of a model whose chunk program compiles under `QUICK_CHUNK`."""
+"""The most operations per gradient that XLA compiles (`model_operations`) of a model whose
+NUTS chunk program compiles under `QUICK_CHUNK`."""
+QUICK_MAMS_FLOPS = 1e3
+"""The same for MAMS's chunk program (`adaptmc.kernels.mams_chunk`), whose transitions under
+`QUICK_CHUNK` ran slower per gradient on a small JAX model (kidiq's, 1e4 operations) and
+as fast on Stan's programs, none of whose arithmetic XLA compiles
+(docs/notes/stan-compile.md)."""
 
 
-def chunk_compiler_options(target) -> dict | None:
-    """`QUICK_CHUNK` on a CPU for a model of at most `QUICK_CHUNK_FLOPS` operations per
-    gradient by XLA's cost analysis of its lowered value and gradient (the same for every
-    run of the model: the same program and draws); None (XLA's defaults) for a heavier
-    model, one whose gradient XLA cannot see into (a custom call: Stan's, a host callback)
-    or another backend."""
+def chunk_compiler_options(target, most: float = QUICK_CHUNK_FLOPS) -> dict | None:
+    """`QUICK_CHUNK` on a CPU for a model of at most ``most`` operations per gradient that
+    XLA compiles (`model_operations`: the older emitter's work), None (XLA's defaults) for a
+    heavier one or another backend; the same for every run of the model (the same program
+    and draws)."""
     if jax.default_backend() != "cpu":
         return None
+    flops = compiled(target, "model_operations", lambda: model_operations(target))
+    return QUICK_CHUNK if flops <= most else None
+
+
+def model_operations(target) -> float:
+    """Operations per gradient of the model that XLA compiles: XLA's cost analysis of its
+    lowered value and gradient (the start checks' program, `compiled_logdensity_and_grad`),
+    or, where it has custom calls (Stan's model through the FFI, LAPACK, a host callback:
+    their own code under any XLA option, and uncounted), the elements of the arrays its
+    other instructions compute (`computed_elements`)."""
     dim = target.dim
     dtype = jax.dtypes.canonicalize_dtype(np.asarray(target.initial_position).dtype)
-    # the start checks' program (`compiled_logdensity_and_grad`): traced and lowered once
     lowered = compiled_logdensity_and_grad(target).lower(jax.ShapeDtypeStruct((dim,), dtype))
-    if "custom_call" in lowered.as_text():
-        return None
     flops = (lowered.cost_analysis() or {}).get("flops")
-    return QUICK_CHUNK if flops is not None and flops <= QUICK_CHUNK_FLOPS else None
+    if flops is None or flops < 0:  # XLA cannot count a custom call (-1)
+        return float(computed_elements(lowered.as_text(dialect="hlo")))
+    return float(flops)
+
+
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?\S+ = [a-z]\w*\[([\d,]*)\]\S* ([\w-]+)\(", re.M)
+_NO_WORK = {"parameter", "constant", "get-tuple-element", "custom-call", "reshape", "bitcast"}
+
+
+def computed_elements(hlo: str) -> int:
+    """The elements of the arrays computed by the instructions of an HLO module's text
+    ``hlo`` other than custom calls (and parameters, constants, reshapes): a count of the
+    arithmetic XLA emits, one operation per element computed."""
+    return sum(int(np.prod([int(d) for d in shape.split(",") if d], dtype=np.int64))
+               for shape, op in _INSTRUCTION.findall(hlo) if op not in _NO_WORK)
 
 
 def _pack(state, da, axis=0):
