@@ -189,9 +189,11 @@ def test_the_same_run_in_a_second_process_compiles_none_of_the_samplers_programs
 # and when the warm-up's early phase began to end once the chains agree
 # (docs/notes/warmup-cost.md); both anew when the run's keys, starts, first steps and
 # chunk keys moved to the host's NumPy streams (`adaptmc.adaptation.host_random`,
-# docs/notes/cold-compile.md), and when MAMS became the default's sampler (mams="auto").
-PINNED = {"std-normal-10d": "590b0b48892cb472",
-          "pdb-eight_schools-eight_schools_noncentered": "aa20fe62cba723a3"}
+# docs/notes/cold-compile.md), when MAMS became the default's sampler (mams="auto"), and
+# when MAMS's program of a cheap model compiled with XLA's quicker emitters (the last bits
+# of a sum differ: docs/notes/stan-compile.md).
+PINNED = {"std-normal-10d": "018d054f1694ca8c",
+          "pdb-eight_schools-eight_schools_noncentered": "fb043cbc8272d2d6"}
 JAXLIB = "0.10.2"
 
 
