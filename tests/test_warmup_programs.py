@@ -11,7 +11,6 @@ import pytest
 
 from adaptmc.adaptation.warmup_programs import (
     QUICK_CHUNK,
-    QUICK_MAMS_FLOPS,
     chunk_compiler_options,
     computed_elements,
 )
@@ -73,13 +72,16 @@ def test_a_jax_model_by_its_flops():
     assert chunk_compiler_options(_regression(5000, 30)) is None
 
 
-def test_mams_takes_the_quick_options_only_where_xla_compiles_almost_none_of_the_model():
-    """MAMS's chunk (`QUICK_MAMS_FLOPS`): a Stan-like model (one custom call) and a 10-d
-    Gaussian take `QUICK_CHUNK`; a regression of 400 rows on 3 columns (kidiq's size), which
-    the NUTS chunk compiles under it, does not."""
+def test_mams_takes_the_quick_options_where_the_nuts_chunk_does(monkeypatch):
+    """MAMS's chunk compiles under the NUTS chunk's options (`chunk_compiler_options` at
+    its one threshold): a regression of 400 rows on 3 columns (kidiq's size) and a
+    Stan-like model (one custom call) under `QUICK_CHUNK`."""
+    from adaptmc.kernels import mams_chunk
+
+    asked = []
+    monkeypatch.setattr(mams_chunk, "chunk_compiler_options",
+                        lambda *args, **kw: asked.append((args, kw)) or QUICK_CHUNK)
     small = _regression(400, 3)
-    assert chunk_compiler_options(small) == QUICK_CHUNK
-    assert chunk_compiler_options(small, QUICK_MAMS_FLOPS) is None
-    assert chunk_compiler_options(_host_model(), QUICK_MAMS_FLOPS) == QUICK_CHUNK
-    gaussian = make_target(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(10))
-    assert chunk_compiler_options(gaussian, QUICK_MAMS_FLOPS) == QUICK_CHUNK
+    mams_chunk.chunk_program(small)
+    assert asked == [((small,), {})]
+    assert chunk_compiler_options(small) == chunk_compiler_options(_host_model()) == QUICK_CHUNK

@@ -38,7 +38,7 @@ from adaptmc.adaptation.counter_random import normals, words
 from adaptmc.adaptation.dual_averaging import DualAveragingState, da_update
 from adaptmc.adaptation.host_random import split
 from adaptmc.adaptation.low_rank import LowRankInverseMass
-from adaptmc.adaptation.warmup_programs import QUICK_MAMS_FLOPS, chunk_compiler_options
+from adaptmc.adaptation.warmup_programs import chunk_compiler_options
 from adaptmc.kernels.base import accept_with, select
 from adaptmc.kernels.mams import MAMSState, propose
 from adaptmc.kernels.metrics import low_rank_metric
@@ -141,8 +141,7 @@ def chunk_program(target):
                  jnp.zeros(chains, da.dtype))
         return jax.lax.fori_loop(0, count, body, start)
 
-    return jax.jit(mams_chunk, compiler_options=chunk_compiler_options(
-        target, QUICK_MAMS_FLOPS))
+    return jax.jit(mams_chunk, compiler_options=chunk_compiler_options(target))
 
 
 def as_padded(inverse_mass, dim: int, rank: int, dtype) -> tuple[np.ndarray, ...]:
