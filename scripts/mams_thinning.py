@@ -1,4 +1,4 @@
-"""Does the MAMS thinning rule (`adaptmc.recipes.mams_sampling.thinning`) pick a good ``k``?
+"""Does the MAMS thinning rule (`adaptmc.recipes.mams_rules.thinning`) pick a good ``k``?
 
 One ``adaptive_hmc(mams="on")`` run of a bench target and seed (the bench row
 ``adaptmc-mams``'s warm-up and starts) keeps every transition (``thin=1``) for
@@ -22,7 +22,7 @@ import jax
 
 from adaptmc.api import run_plan
 from adaptmc.recipes import build
-from adaptmc.recipes.mams_sampling import per_transition_ess, thinning
+from adaptmc.recipes.mams_rules import per_transition_ess, thinning
 from adaptmc_lab.bench.config import BenchConfig, SamplerOutput, cell_seed
 from adaptmc_lab.bench.evaluation import evaluate
 from adaptmc_lab.bench.quantities import run_positions

@@ -1,6 +1,6 @@
 """MAMS's trajectory length from the chains' autocorrelation
-(`adaptmc.recipes.mams_sampling.trajectory_length` and `tune`): the rule on draws of known
-autocorrelation, and on Gaussians of known scales under a metric that is not theirs, where
+(`adaptmc.recipes.mams_rules.trajectory_length` and `mams_sampling.tune`): the rule on draws
+of known autocorrelation, and on Gaussians of known scales under a metric that is not theirs, where
 it must land at the rule's fixed point ``~1.1-1.2 sqrt(sum s_i^2)`` from a first length too
 short or too long."""
 
@@ -13,12 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from adaptmc.recipes.mams_sampling import (
-    LENGTH_FACTOR,
-    MAX_LENGTH_CHANGE,
-    trajectory_length,
-    tune,
-)
+from adaptmc.recipes.mams_rules import LENGTH_FACTOR, MAX_LENGTH_CHANGE, trajectory_length
+from adaptmc.recipes.mams_sampling import tune
 from adaptmc.targets.base import make_target
 
 

@@ -24,17 +24,21 @@ def unit(word, dtype):
     return (word.astype(dtype) + 0.5) * 2.0**-32
 
 
-def uniform(seed, counter, dtype):
-    """A uniform on (0, 1) from ``(seed, counter)``: the finaliser twice over the counter
+def mixed(seed, counter):
+    """One random 32-bit word of ``(seed, counter)``: the finaliser twice over the counter
     mixed with two seed words."""
-    h = fmix(fmix(seed[0] ^ (counter.astype(jnp.uint32) * np.uint32(0x9E3779B9))) ^ seed[1])
-    return unit(h, dtype)
+    return fmix(fmix(seed[0] ^ (counter.astype(jnp.uint32) * np.uint32(0x9E3779B9))) ^ seed[1])
+
+
+def uniform(seed, counter, dtype):
+    """A uniform on (0, 1) from ``(seed, counter)`` (`mixed`)."""
+    return unit(mixed(seed, counter), dtype)
 
 
 def words(seed, counter, n: int):
-    """``n`` random 32-bit words of ``(seed, counter)``: the finaliser over the counter,
-    then over each word's index."""
-    h = fmix(fmix(seed[0] ^ (counter.astype(jnp.uint32) * np.uint32(0x9E3779B9))) ^ seed[1])
+    """``n`` random 32-bit words of ``(seed, counter)``: `mixed`, then the finaliser over
+    each word's index."""
+    h = mixed(seed, counter)
     j = jnp.arange(n, dtype=jnp.uint32) * np.uint32(0x85EBCA77)
     return fmix(fmix(h ^ j) ^ seed[0])
 

@@ -57,14 +57,7 @@ from adaptmc.kernels.mams_chunk import (
     da_start,
     run_chunk,
 )
-from adaptmc.recipes.mams_rules import (  # noqa: F401 (re-exported: the rules' constants)
-    LENGTH_FACTOR,
-    MAX_LENGTH_CHANGE,
-    MAX_THIN,
-    per_transition_ess,
-    thinning,
-    trajectory_length,
-)
+from adaptmc.recipes.mams_rules import per_transition_ess, thinning, trajectory_length
 from adaptmc.recipes.plan import Plan, Prepared, check_plan, sampling_length
 from adaptmc.run.mams_stage import MamsArm, MamsSample
 from adaptmc.targets.base import evaluate_position
@@ -333,7 +326,7 @@ class MamsWarmupStage(EarlyWarmupStage):
     def finish(self, run):
         warm = self.result(run)  # far chains regrouped first: the arm's steps are theirs
         fallback = None if self.without is None else \
-            functools.partial(self.without, warm, nuts=(nuts_arm(run), False))
+            (lambda: self.without(warm, nuts=(nuts_arm(run), False)))  # only if MAMS is not used
         return self.then(warm, target=run.target, key=run.key, state=run.state,
                          rank=run.rank, fallback=fallback)
 
