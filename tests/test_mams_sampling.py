@@ -19,7 +19,7 @@ from adaptmc.cli import main
 from adaptmc.diagnostics import format_summary
 from adaptmc.recipes import build
 from adaptmc.recipes.adaptive import adaptive_hmc
-from adaptmc.recipes.mams_sampling import MAX_THIN, thinning
+from adaptmc.recipes.mams_rules import MAX_THIN, thinning
 from adaptmc.targets import get_target
 from adaptmc.targets.base import make_target
 from helpers import counting_gaussian, moment_z_scores
@@ -220,6 +220,9 @@ def test_where_the_log_density_has_a_wall_mams_gives_way_to_nuts(tmp_path):
     assert 0 < tried["num_grads"] < 20_000
     draws = np.asarray(whole.idata.posterior["x"].values)
     assert np.all(draws[..., 0] <= 1.0)
+    summary = format_summary(whole.idata)
+    assert "sampler NUTS under the warm-up's metric" in summary
+    assert f"note: MAMS not used: its step fell to {tried['step_size']:.3g}" in summary
     out = tmp_path / "run"
     stopped = run_plan(target, plan(), output_dir=out, stop_after=4, checkpoint_every=1,
                        **options)

@@ -97,9 +97,27 @@ def notes(attrs: dict, num_chains: int) -> list[str]:
     elif record is not None and record.get("thinned"):
         out.append("note: sampled with the warm-up's HMC setting, untuned: NUTS, which "
                    "would have sampled, does not thin (--thin); --tuning N tunes HMC first")
+    tried = _warmup_mams(attrs)
+    if tried is not None and not tried["used"]:
+        out.append(f"note: {mams_dropped_line(tried)}")
     if num_chains == 1:
         out.append("note: R-hat needs two chains or more (--chains); it is not computed")
     return out
+
+
+def mams_dropped_line(tried: dict) -> str:
+    """Why MAMS did not sample (`adaptmc.recipes.mams_sampling.STEP_FLOOR`) and what it
+    cost."""
+    return (f"MAMS not used: its step fell to {tried['step_size']:.3g}, below its floor "
+            f"{tried['floor']:.3g} (a tenth of its first; a log density with walls?); NUTS "
+            f"sampled instead, after {tried['num_grads']:,} gradients of MAMS's adaptation "
+            "(counted before the first draw)")
+
+
+def _warmup_mams(attrs: dict) -> dict | None:
+    record = attrs.get("warmup")
+    record = json.loads(record) if isinstance(record, str) else record
+    return (record or {}).get("mams")
 
 
 def sampler_line(record) -> str:
