@@ -41,9 +41,13 @@ def test_the_run_record_names_every_program_compiled_and_sums_to_compile_s(ahead
         f"{idata.attrs['compile_s']:.1f} s" in format_summary(idata)
 
 
-def test_the_warmups_programs_compile_alongside_the_run_and_give_the_same_draws(monkeypatch):
-    """The warm-up's NUTS chunk program (``nuts_chunk``) and MAMS's (``mams_chunk``: the
-    default samples with MAMS) compile in threads of their own
+@pytest.mark.parametrize("mams, names", [("auto", ["nuts_chunk"]),
+                                         ("on", ["mams_chunk", "nuts_chunk"])])
+def test_the_warmups_programs_compile_alongside_the_run_and_give_the_same_draws(
+        monkeypatch, mams, names):
+    """The warm-up's NUTS chunk program (``nuts_chunk``; NUTS samples through it: the
+    default on two dimensions, below `mams_rules.MIN_DIM`) and MAMS's (``mams_chunk``, with
+    ``mams="on"``) compile in threads of their own
     (`adaptmc.targets.base.compile_ahead`) while the run makes its starts and their first
     steps (on the host): the census marks them ``ahead``, each compiled once; the chains'
     states at the warm-up's end are the chunk's (no program). With compile-ahead off every
@@ -54,14 +58,14 @@ def test_the_warmups_programs_compile_alongside_the_run_and_give_the_same_draws(
     from adaptmc.targets import base
 
     def run():
-        idata = adaptmc.sample("gauss-2d-v1", seed=3, **SMALL)
+        idata = adaptmc.sample("gauss-2d-v1", seed=3, mams=mams, **SMALL)
         programs = [p for p in json.loads(idata.attrs["compile_census"]) if p["compile_s"] > 0]
         return np.asarray(idata.posterior["x"]), programs
 
     run()  # the eager operations any run compiles once per process (``log``, ...)
     draws, programs = run()
     ahead = sorted(p["name"] for p in programs if p["ahead"])
-    assert ahead == ["mams_chunk", "nuts_chunk"], programs
+    assert ahead == names, programs
     monkeypatch.setattr(base, "COMPILE_AHEAD", False)
     draws_off, programs_off = run()
     assert not any(p["ahead"] for p in programs_off)

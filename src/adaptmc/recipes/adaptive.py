@@ -44,10 +44,10 @@
    failure (`adaptmc.tuners.moving_box`), so the bandit does not freeze on a setting it
    never saw work. Tuning's draws are not kept, its gradients are counted.
 
-With ``mams="auto"`` (the default: where ``dim >= 2`` and no option of HMC's tuning is
-given) or ``"on"``, MAMS under the warm-up's metric samples in place of steps 2 and 3, every
-``k``-th transition (`adaptmc.recipes.mams_sampling`), unless its step falls below its
-floor: then steps 2 and 3 follow as without it.
+With ``mams="auto"`` (the default: where ``dim >= 6``, `mams_rules.MIN_DIM`, and no option
+of HMC's tuning is given) or ``"on"``, MAMS under the warm-up's metric samples in place of
+steps 2 and 3, every ``k``-th transition (`adaptmc.recipes.mams_sampling`), unless its step
+falls below its floor: then steps 2 and 3 follow as without it.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from adaptmc.adaptation.early import METRICS
 from adaptmc.adaptation.early_stage import EarlyWarmupStage
 from adaptmc.kernels import HMCParams, HMCState, hmc
 from adaptmc.objectives import over_the_run
-from adaptmc.recipes import mams_sampling
+from adaptmc.recipes import mams_rules, mams_sampling
 from adaptmc.recipes.parts import make_bandit, objective_from_name
 from adaptmc.recipes.plan import Plan, Prepared, check_plan, options_of, sampling_length
 from adaptmc.targets.base import Target
@@ -205,8 +205,8 @@ def adaptive_hmc(
     mams
         ``"on"``: MAMS samples after the warm-up (`adaptmc.recipes.mams_sampling`; steps 2
         and 3 where its step falls below its floor); ``"off"``: steps 2 and 3; ``"auto"``
-        (default): ``"on"`` where the dimension is >= 2 and no option of HMC's tuning is
-        given (`HMC_TUNING_DEFAULTS`), else ``"off"``.
+        (default): ``"on"`` where the dimension is >= `mams_rules.MIN_DIM` (6) and no
+        option of HMC's tuning is given (`HMC_TUNING_DEFAULTS`), else ``"off"``.
     """
     check_sizes(metric, budget, warmup_steps=warmup_steps, draws=draws)
     _check_tuning(tuner, stop_rule, stop_tolerance, jitter, target_accept, nuts, tuning, mams)
@@ -225,14 +225,14 @@ HMC_TUNING_DEFAULTS = {"tuner": "gp-ucb", "tuning": None, "stop_rule": STOP_RULE
 
 
 def _samples_with_mams(mams: str, dim: int, tuning_options: dict) -> bool:
-    """Whether MAMS samples: ``mams="on"``, or ``"auto"`` where ``dim >= 2`` and every
+    """Whether MAMS samples: ``mams="on"``, or ``"auto"`` where ``dim >= MIN_DIM`` and every
     option of HMC's tuning is at its default; with ``"on"`` one given is a `ValueError`."""
     given = sorted(k for k, v in tuning_options.items()
                    if not (v is HMC_TUNING_DEFAULTS[k] or v == HMC_TUNING_DEFAULTS[k]))
     if mams == "on" and given:
         raise ValueError(f"mams='on' samples with MAMS, which does not read "
                          f"{', '.join(given)} (HMC's tuning): pass mams='off' to tune HMC")
-    return mams == "on" or (mams == "auto" and dim >= 2 and not given)
+    return mams == "on" or (mams == "auto" and dim >= mams_rules.MIN_DIM and not given)
 
 
 def _then(options: dict, objective) -> Callable:
