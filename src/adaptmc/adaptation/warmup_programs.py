@@ -96,7 +96,7 @@ def chunk_program(target, target_accept: float):
         return state, da, (out[..., :dim], out[..., dim:2 * dim], lp, steps.astype(jnp.int32),
                            div > 0, acc, step)
 
-    return jax.jit(nuts_chunk, compiler_options=chunk_compiler_options(target))
+    return jax.jit(nuts_chunk, compiler_options=chunk_compiler_options(target, options=QUICK_NUTS))
 
 
 QUICK_CHUNK = {"xla_cpu_use_fusion_emitters": False}
@@ -106,6 +106,12 @@ thousand operations as fast; a model of 5e5 operations per gradient ran 35% slow
 gradient (docs/notes/cold-compile.md). A model called as one custom call (a Stan program
 through XLA's FFI) leaves XLA the sampler's arithmetic alone, which compiles faster under it
 and runs as fast (docs/notes/stan-compile.md)."""
+QUICK_NUTS = {**QUICK_CHUNK, "xla_backend_optimization_level": 0}
+"""`QUICK_CHUNK` for the NUTS chunk (the warm-up's program, NUTS's sampling where MAMS does
+not sample), without LLVM's optimisation: it is the first program a run waits for, and
+compiles in a quarter of the CPU seconds (arK 0.49 against 2.0 s, kidiq 0.41 against 1.8,
+Stan's arK 0.42 against 2.1) for 0-30 % more CPU per gradient of the warm-up (most of a
+chunk's seconds are the host's between chunks) (docs/notes/cold-compile.md)."""
 QUICK_CHUNK_FLOPS = 1e5
 """The most operations per gradient that XLA compiles (`model_operations`) of a model whose
 chunk programs (the NUTS chunk, MAMS's `adaptmc.kernels.mams_chunk`) compile under
@@ -115,15 +121,16 @@ gradient under it (2.9 against 1.9 us over four chains), 0.015 s over a default 
 gradients, and compiles 0.6 s sooner (docs/notes/stan-compile.md)."""
 
 
-def chunk_compiler_options(target, most: float = QUICK_CHUNK_FLOPS) -> dict | None:
-    """`QUICK_CHUNK` on a CPU for a model of at most ``most`` operations per gradient that
-    XLA compiles (`model_operations`: the older emitter's work), None (XLA's defaults) for a
-    heavier one or another backend; the same for every run of the model (the same program
-    and draws)."""
+def chunk_compiler_options(target, most: float = QUICK_CHUNK_FLOPS,
+                           options: dict = QUICK_CHUNK) -> dict | None:
+    """``options`` (`QUICK_CHUNK`) on a CPU for a model of at most ``most`` operations per
+    gradient that XLA compiles (`model_operations`: the older emitter's work), None (XLA's
+    defaults) for a heavier one or another backend; the same for every run of the model (the
+    same program and draws)."""
     if jax.default_backend() != "cpu":
         return None
     flops = compiled(target, "model_operations", lambda: model_operations(target))
-    return QUICK_CHUNK if flops <= most else None
+    return options if flops <= most else None
 
 
 def model_operations(target) -> float:

@@ -23,9 +23,10 @@ MAX_THIN = 16
 MIN_DIM = 6
 """The least dimension at which ``mams="auto"`` samples with MAMS (below it, NUTS after the
 same warm-up). Our choice, from the broad bench (BENCHMARKS, "Where MAMS samples by
-default"): at dimension 2-5 MAMS gave 0.97x NUTS's robust ESS per gradient, right and wrong
-on the same runs but one, at 6-10 1.48x and above 10 1.18x; below it a run also compiles
-one program fewer."""
+default"): at dimension 2-5 MAMS gave 0.97x NUTS's robust ESS per gradient (geometric
+mean), right and wrong on the same runs but one, at 6-10 1.48x, 11-100 1.10x, above 100
+1.38x; below it a run also compiles one program fewer."""
+
 
 def trajectory_length(positions: np.ndarray, length: float) -> tuple[float, float]:
     """``(L', tau)``: the trajectory length the chains' autocorrelation asks for, from
