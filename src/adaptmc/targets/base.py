@@ -250,11 +250,9 @@ def compile_ahead(target: Target, key: Any, make: Callable[[], Any], *args,
 
     def compile_lowered():
         try:
-            executable = lowered.compile()
+            executables.compile_and_store(lowered, path, getattr(program, "__name__", "?"))
         except Exception:  # noqa: BLE001 - the program's own call compiles and raises it
             return
-        if path is not None:
-            executables.store(path, executable, getattr(program, "__name__", str(key)))
 
     _ahead(programs, key, compile_lowered)
 

@@ -23,6 +23,7 @@ import hashlib
 import os
 import pickle
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,33 @@ def load(stored: tuple) -> Any | None:
     jax.monitoring.record_event_duration_secs(LOAD_EVENT, time.perf_counter() - tick,
                                               fun_name=name)
     return executable
+
+
+def compile_and_store(lowered: Any, path: Path | None, name: str) -> None:
+    """Compile ``lowered`` (a ``jax.stages.Lowered``) and store its executable at ``path``
+    (`store`), unless JAX loaded it from its own cache: XLA's CPU client serialises an
+    executable it deserialised without its functions (jaxlib 0.10.2: the copy stored
+    fails when run, "Function ... not found"), so only a compilation is stored."""
+    _listen()
+    _HITS.count = 0
+    executable = lowered.compile()
+    if path is not None and not _HITS.count:
+        store(path, executable, name)
+
+
+_HITS = threading.local()  # JAX's cache hits in this thread since `compile_and_store` began
+_LISTENING: list[bool] = []
+
+
+def _hit(event: str, **kwargs) -> None:
+    if event == "/jax/compilation_cache/cache_hits":
+        _HITS.count = getattr(_HITS, "count", 0) + 1
+
+
+def _listen() -> None:
+    if not _LISTENING:
+        _LISTENING.append(True)
+        jax.monitoring.register_event_listener(_hit)
 
 
 def store(path: Path, executable: Any, name: str) -> None:
