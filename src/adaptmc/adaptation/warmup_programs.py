@@ -203,7 +203,7 @@ def chunk_settings(target, target_accept: float, rank: int) -> tuple:
     """What the chunk program closes over besides the model: the key of its stored
     executable (`adaptmc.targets.executables`) with the arguments' shapes."""
     return ("nuts_chunk", chunk_key(target_accept, rank), float(target_accept), CHUNK,
-            transition_bits(target.dim), chunk_compiler_options(target))
+            transition_bits(target.dim), chunk_compiler_options(target, options=QUICK_NUTS))
 
 
 def padded(metric: LowRankInverseMass, rank: int):
