@@ -100,10 +100,13 @@ def read(path: Path) -> tuple | None:
         serialized, in_tree, out_tree, name = stored
         if not isinstance(serialized, bytes) or not isinstance(name, str):
             return None
-        os.utime(path)  # recently used: kept longest
-        return serialized, in_tree, out_tree, name
     except Exception:  # noqa: BLE001 - absent, truncated, corrupt or foreign: a miss
         return None
+    try:
+        os.utime(path)  # recently used: kept longest
+    except OSError:  # a folder this user may read but not write: loaded all the same
+        pass
+    return serialized, in_tree, out_tree, name
 
 
 def load(stored: tuple) -> Any | None:
