@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_inverse_mass
+from adaptmc.targets.base import lowered_logdensity_and_grad
 
 RICHER_MARGIN = 1.1
 """A richer metric (low-rank over diagonal, dense over both) is chosen only when its
@@ -147,9 +148,12 @@ def grad_flops(target) -> float:
     whatever JAX's default device: the count is the function's, and a GPU client gives no
     cost analysis of an uncompiled program."""
     try:
-        cpu = jax.devices("cpu")[0]
-        lowered = jax.jit(target.logdensity_and_grad).lower(jax.device_put(jnp.asarray(
-            target.initial_position), cpu))
+        if jax.default_backend() == "cpu" and getattr(target, "programs", None) is not None:
+            lowered = lowered_logdensity_and_grad(target)  # the run's own: traced once
+        else:
+            cpu = jax.devices("cpu")[0]
+            lowered = jax.jit(target.logdensity_and_grad).lower(jax.device_put(jnp.asarray(
+                target.initial_position), cpu))
         analysis = lowered.cost_analysis()
         analysis = analysis[0] if isinstance(analysis, list) else analysis
         flops = float(analysis.get("flops", math.nan))

@@ -20,7 +20,12 @@ from adaptmc.adaptation.dual_averaging import DualAveragingState, da_update
 from adaptmc.adaptation.first_step import reasonable_step_size_on_host
 from adaptmc.adaptation.host_random import key_rng
 from adaptmc.adaptation.low_rank import LowRankInverseMass
-from adaptmc.targets.base import compile_ahead, compiled, compiled_logdensity_and_grad
+from adaptmc.targets.base import (
+    compile_ahead,
+    compiled,
+    compiled_logdensity_and_grad,
+    lowered_logdensity_and_grad,
+)
 
 CHUNK = 10
 """NUTS transitions per chain in one call of the chunk program."""
@@ -139,9 +144,7 @@ def model_operations(target) -> float:
     or, where it has custom calls (Stan's model through the FFI, LAPACK, a host callback:
     their own code under any XLA option, and uncounted), the elements of the arrays its
     other instructions compute (`computed_elements`)."""
-    dim = target.dim
-    dtype = jax.dtypes.canonicalize_dtype(np.asarray(target.initial_position).dtype)
-    lowered = compiled_logdensity_and_grad(target).lower(jax.ShapeDtypeStruct((dim,), dtype))
+    lowered = lowered_logdensity_and_grad(target)
     flops = (lowered.cost_analysis() or {}).get("flops")
     if flops is None or flops < 0:  # XLA cannot count a custom call (-1)
         return float(computed_elements(lowered.as_text(dialect="hlo")))
@@ -179,8 +182,9 @@ def compile_chunk_ahead(target, target_accept: float, rank: int, positions, key)
     and gradients of the model's dtypes. XLA compiles it on another core while the run
     makes its starts and their first steps."""
     chains, dim = positions.shape
-    logdensity, grad = jax.eval_shape(target.logdensity_and_grad,
-                                      jax.ShapeDtypeStruct((dim,), positions.dtype))
+    # the start checks' program's trace, in memory: the model is not traced again
+    logdensity, grad = compiled_logdensity_and_grad(target).trace(
+        jax.ShapeDtypeStruct((dim,), positions.dtype)).out_info
     real = jax.dtypes.canonicalize_dtype(np.float64)  # the host arrays `_rows` gives
     shapes = ((dim,), (dim, rank), (rank,))  # the metric: every chain's, not broadcast
     state = NutsState(jax.ShapeDtypeStruct(positions.shape, positions.dtype),
@@ -191,7 +195,15 @@ def compile_chunk_ahead(target, target_accept: float, rank: int, positions, key)
             tuple(jax.ShapeDtypeStruct(s, real) for s in shapes),
             jax.ShapeDtypeStruct((chains,), real))
     compile_ahead(target, chunk_key(target_accept, rank),
-                  lambda: chunk_program(target, target_accept), rows)
+                  lambda: chunk_program(target, target_accept), rows,
+                  settings=chunk_settings(target, target_accept, rank))
+
+
+def chunk_settings(target, target_accept: float, rank: int) -> tuple:
+    """What the chunk program closes over besides the model: the key of its stored
+    executable (`adaptmc.targets.executables`) with the arguments' shapes."""
+    return ("nuts_chunk", chunk_key(target_accept, rank), float(target_accept), CHUNK,
+            transition_bits(target.dim), chunk_compiler_options(target, options=QUICK_NUTS))
 
 
 def padded(metric: LowRankInverseMass, rank: int):

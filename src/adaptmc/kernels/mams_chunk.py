@@ -183,7 +183,9 @@ def chunk_ahead(target, chains: int, rank: int, dtype, key) -> None:
         key_dtype = jax.eval_shape(lambda k: jax.random.split(k, chains), key).dtype
         compile_ahead(target, KEY, lambda: chunk_program(target),
                       *_arguments(chains, target.dim, rank,
-                                  jax.dtypes.canonicalize_dtype(dtype), key_dtype))
+                                  jax.dtypes.canonicalize_dtype(dtype), key_dtype),
+                      settings=("mams_chunk", KEY, CAPACITY, _STATS,
+                                chunk_compiler_options(target)))
 
 
 def run_chunk(target, key, states, metric, da, *, count: int, length: float = 0.0,

@@ -12,7 +12,9 @@ there) the seconds a caller waited for it to finish.
 `compile_events` keeps every event in order, so `census` can name each program a call
 compiled and its trace, lower and compile seconds. A program loaded from the persistent
 compilation cache reports its seconds as a compilation, and JAX's cache-hit event during
-them marks it ``"cached"``. Programs compiled in threads of their own while the run goes on
+them marks it ``"cached"``, as does an executable loaded without its program traced
+(`adaptmc.targets.executables`, its `LOAD_EVENT`: a compilation of its load's seconds).
+Programs compiled in threads of their own while the run goes on
 (`adaptmc.targets.base.compile_ahead`: traced and lowered in the caller's thread, compiled
 in another) report their compilation from that thread: each event is kept with its thread,
 and a program's events are paired within it.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import threading
 
 from adaptmc.targets.base import AHEAD_THREAD, AHEAD_WAITED
+from adaptmc.targets.executables import LOAD_EVENT
 
 COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
                   "/jax/core/compile/jaxpr_to_mlir_module_duration",
@@ -38,6 +41,9 @@ CACHE_HIT = "/jax/compilation_cache/cache_hits"
 
 
 def _count(event: str, seconds: float, **kwargs) -> None:
+    if event == LOAD_EVENT:  # an executable loaded without its program traced
+        _hit(CACHE_HIT)
+        event = COMPILE_EVENTS[-1]
     if event in COMPILE_EVENTS:
         if threading.current_thread().name != AHEAD_THREAD:
             _TOTAL[0] += seconds

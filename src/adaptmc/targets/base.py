@@ -19,6 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from adaptmc.targets import executables
+
 Array = jax.Array
 
 
@@ -216,7 +218,8 @@ AHEAD_WAITED = [0.0]
 (part of the compilation a caller waits for, `adaptmc.run.compile_clock`)."""
 
 
-def compile_ahead(target: Target, key: Any, make: Callable[[], Any], *args) -> None:
+def compile_ahead(target: Target, key: Any, make: Callable[[], Any], *args,
+                  settings: Any = None) -> None:
     """Trace and lower the program ``make()`` (a ``jax.jit`` function), stored on ``target``
     under ``key`` (`compiled`), for ``args`` (their shapes and dtypes: ``jax.ShapeDtypeStruct``
     or arrays) here, and compile it in a thread of its own: XLA compiles on another core while
@@ -224,11 +227,22 @@ def compile_ahead(target: Target, key: Any, make: Callable[[], Any], *args) -> N
     whose first call then finds it compiled (the same program: the same bits). Tracing stays
     in the caller's thread: it runs the user's model code, whose library may keep global state
     (NumPyro's effect handlers are one stack per process). A failure is left for the
-    program's own call to raise. Nothing when the program is stored already."""
+    program's own call to raise. Nothing when the program is stored already.
+
+    ``settings``: the program's name and every setting it closes over besides the model
+    (a value with a stable ``repr``); given, its executable is kept on disk and a later
+    process loads it, in the thread, without tracing it (`adaptmc.targets.executables`)."""
     programs = getattr(target, "programs", None)
     if not COMPILE_AHEAD or programs is None or key in programs:
         return
     program = compiled(target, key, make)
+    path = None
+    if settings is not None:
+        path = executables.path_for(model_text(target), settings, args)
+        stored = None if path is None else executables.read(path)
+        if stored is not None:
+            _ahead(programs, key, _loading(programs, key, program, stored))
+            return
     try:
         lowered = program.lower(*args)
     except Exception:  # noqa: BLE001 - the program's own call traces and raises it
@@ -236,13 +250,48 @@ def compile_ahead(target: Target, key: Any, make: Callable[[], Any], *args) -> N
 
     def compile_lowered():
         try:
-            lowered.compile()
+            executables.compile_and_store(lowered, path, getattr(program, "__name__", "?"))
         except Exception:  # noqa: BLE001 - the program's own call compiles and raises it
             return
 
-    thread = threading.Thread(target=compile_lowered, name=AHEAD_THREAD, daemon=True)
+    _ahead(programs, key, compile_lowered)
+
+
+def _loading(programs: dict, key: Any, program: Any, stored: tuple) -> Callable[[], None]:
+    """Store under ``key`` the program ``stored`` (`executables.read`) as an
+    `executables.Loaded`, and return what loads its executable (the program itself if
+    that fails)."""
+    loaded = programs[key] = executables.Loaded(program)
+
+    def load():
+        loaded.executable = executables.load(stored)
+
+    return load
+
+
+def _ahead(programs: dict, key: Any, work: Callable[[], None]) -> None:
+    """Run ``work`` in a thread of its own, which `compiled` waits for before it hands out
+    the program stored under ``key``."""
+    thread = threading.Thread(target=work, name=AHEAD_THREAD, daemon=True)
     programs[("ahead", key)] = thread
     thread.start()
+
+
+def model_text(target: Target) -> str:
+    """The text of the model's lowered value and gradient at one position of its initial
+    position's dtype (`lowered_logdensity_and_grad`): its every constant (the model's data)
+    printed in full; made once per target."""
+    return compiled(target, "model_text", lambda: lowered_logdensity_and_grad(target).as_text())
+
+
+def lowered_logdensity_and_grad(target: Target) -> Any:
+    """`compiled_logdensity_and_grad` lowered at one position of the initial position's
+    dtype (a ``jax.stages.Lowered``), once per target: the model's cost analysis and the
+    key of its stored executables (`model_text`)."""
+    dtype = jax.dtypes.canonicalize_dtype(np.asarray(target.initial_position).dtype)
+    return compiled(target, "lowered_logdensity_and_grad",
+                    lambda: compiled_logdensity_and_grad(target).lower(
+                        jax.ShapeDtypeStruct((target.dim,), dtype)))
 
 
 def with_reference(target: Target, reference: Reference) -> Target:
