@@ -69,7 +69,10 @@ def test_smoke_experiment_runs_end_to_end(smoke_run):
     results = json.loads((out / "results.json").read_text())
     methods = results["seeds"][0]["methods"]
     budget = SMOKE.num_super_transitions * SMOKE.gradient_budget
-    assert methods["expert"]["num_grads"] <= budget + 1
+    # the run counts its start checks' gradients too (`adaptmc.run.driver`: check_grads)
+    expert = methods["expert"]
+    assert 0 < expert["check_grads"] <= 3
+    assert expert["num_grads"] - expert["check_grads"] <= budget + 1
     assert methods["adaptive"]["num_grads"] <= budget + 1
     assert methods["adaptive"]["network_grads"] == 3 * methods["adaptive"]["num_grads"]
     for name in ("hedge", "parametric"):
@@ -84,7 +87,10 @@ def test_smoke_numbers_are_unchanged(smoke_run):
     gave when its reward became the library's predictive objective (read back from its
     ``results.json``: JSON keeps every float exactly). The lab's own squared-error reward
     before it gave the same test errors at this size (expert, NUTS and the GP-UCB chain,
-    bit for bit) and the rewards -0.1121, 0.1155, 0.1893 (minus the log of the MSE)."""
+    bit for bit) and the rewards -0.1121, 0.1155, 0.1893 (minus the log of the MSE). Stored
+    anew (expert, GP-UCB chain, ensemble, rewards; NUTS's the same bits) for the run's keys
+    and first steps on the host (58d5d36 onwards: other random streams; this test had
+    failed since, found by bisection)."""
     stored = json.loads((REFERENCE_DIR / "robot_arm_smoke_reference.json").read_text())
     results = json.loads((smoke_run / "results.json").read_text())
     methods = results["seeds"][0]["methods"]

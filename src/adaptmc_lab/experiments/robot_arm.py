@@ -192,6 +192,7 @@ def run_seed(config: Config, seed: int, log=print) -> dict:
     result["methods"]["expert"] = {
         **expert, "wall_s": wall, "compile_s": res.compile_s, "num_grads": int(res.num_grads),
         "network_grads": int(res.num_grads),
+        "check_grads": int(res.idata.attrs.get("check_grads", 0)),  # the run's start checks
         "acceptance_rate": float(np.mean(res.idata.tuning["acceptance_rate"].values)),
     }
     log(f"[seed {seed}] expert HMC: test error {expert['test_error']:.5f}, {wall:.0f} s")
