@@ -162,7 +162,9 @@ def test_a_cli_run_killed_in_its_warmup_resumes_bit_identically(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (killed / "checkpoint.npz").exists(), "killed too late: the warm-up had ended"
-    subprocess.run([*cli, "resume", str(killed)], env=env, check=True, capture_output=True)
+    resumed = subprocess.run([*cli, "resume", str(killed)], env=env, capture_output=True,
+                             text=True)
+    assert resumed.returncode == 0, (sorted(p.name for p in killed.iterdir()), resumed.stderr)
     import arviz as az
 
     a = az.from_netcdf(whole / "draws.nc").posterior.to_array().values
