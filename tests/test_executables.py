@@ -47,6 +47,7 @@ def _run(folder, offset: float = 0.0) -> dict:
     digest of the draws."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
     env["ADAPTMC_COMPILE_CACHE"] = str(folder)
+    env["ADAPTMC_EXECUTABLES"] = "1"  # off by default (`executables.ENABLE`)
     out = subprocess.run([sys.executable, "-c", RUN, str(offset)], env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr

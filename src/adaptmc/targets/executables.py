@@ -39,10 +39,21 @@ MAX_BYTES = 2**28
 _CONFIG_SKIPPED = ("compilation_cache", "persistent_cache", "log", "explain_cache")
 
 
+ENABLE = "ADAPTMC_EXECUTABLES"
+"""The environment variable that turns this cache on (``1``); off by default: in one run
+of the fast tier under load (a fresh clone, two workers) a second process loaded an
+executable the first had stored that then failed when called ("Expected args to
+execute_sharded_on_local_devices to have 100 shards", the process aborted), which a
+miss-on-failure cannot catch; not reproduced in three runs on an idle machine. Until the
+cause is known a run traces and loads through JAX's own cache (docs/notes/warm-exec.md)."""
+
+
 def folder() -> Path | None:
     """The folder of stored executables: ``executables`` in JAX's compilation cache folder,
-    or None (nothing stored or loaded) when JAX's cache is off."""
+    or None (nothing stored or loaded) when JAX's cache is off or `ENABLE` is not ``1``."""
     chosen = jax.config.jax_compilation_cache_dir
+    if os.environ.get(ENABLE) != "1":
+        return None
     return Path(chosen) / "executables" if chosen else None
 
 
