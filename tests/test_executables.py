@@ -41,11 +41,13 @@ print(json.dumps({"traced": traced, "census": json.loads(idata.attrs["compile_ce
 SAMPLERS = {"nuts_chunk", "mams_chunk"}
 
 
-def _run(folder, offset: float = 0.0) -> dict:
+def _run(folder, offset: float = 0.0, flags: str | None = None) -> dict:
     """A small run (MAMS after the warm-up) of a model with data ``offset`` in a new
-    process, the compile cache in ``folder``: the programs traced, the census, warnings, a
-    digest of the draws."""
+    process, the compile cache in ``folder`` (``XLA_FLAGS`` ``flags`` if given): the programs
+    traced, the census, warnings, a digest of the draws."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    if flags is not None:
+        env["XLA_FLAGS"] = flags
     env["ADAPTMC_COMPILE_CACHE"] = str(folder)
     env["ADAPTMC_EXECUTABLES"] = "1"  # off by default (`executables.ENABLE`)
     out = subprocess.run([sys.executable, "-c", RUN, str(offset)], env=env,
@@ -58,12 +60,6 @@ def _sampler_programs(found: dict) -> set:
     return SAMPLERS & set(found["traced"])
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "in `bash .ci/run` (a fresh clone, the whole fast tier on two workers) the second process "
-    "aborts calling the NUTS chunk's loaded executable ('Expected args to "
-    "execute_sharded_on_local_devices to have 100 shards', twice out of two); passes run alone "
-    "or three at once on this box: not understood, so stored executables are off by default "
-    "(executables.ENABLE; docs/notes/warm-exec.md)"))
 def test_a_second_process_loads_the_samplers_programs_without_tracing_them(tmp_path):
     """The first run traces and compiles the chunk programs and stores their executables;
     a second in a new process traces neither (its census: both loaded from the cache,
@@ -97,6 +93,18 @@ def test_a_second_process_loads_the_samplers_programs_without_tracing_them(tmp_p
     assert stored[0].read_bytes() == b"not an executable"
     again = _run(tmp_path)
     assert again["draws"] == cold["draws"]
+
+
+def test_a_stored_executable_runs_where_the_host_has_several_devices(tmp_path):
+    """With ``--xla_force_host_platform_device_count=4`` (as NumPyro's
+    ``set_host_device_count`` sets it) a loaded executable runs on the one device it was
+    compiled for: loaded onto every local device it failed when called ("Expected args to
+    execute_sharded_on_local_devices to have 4 shards") and the process aborted."""
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
+    cold = _run(tmp_path, flags=flags)
+    warm = _run(tmp_path, flags=flags)
+    assert _sampler_programs(warm) == set(), warm["traced"]
+    assert warm["draws"] == cold["draws"]
 
 
 def test_what_cannot_be_read_or_loaded_is_a_miss(tmp_path):

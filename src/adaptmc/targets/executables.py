@@ -40,12 +40,10 @@ _CONFIG_SKIPPED = ("compilation_cache", "persistent_cache", "log", "explain_cach
 
 
 ENABLE = "ADAPTMC_EXECUTABLES"
-"""The environment variable that turns this cache on (``1``); off by default: in one run
-of the fast tier under load (a fresh clone, two workers) a second process loaded an
-executable the first had stored that then failed when called ("Expected args to
-execute_sharded_on_local_devices to have 100 shards", the process aborted), which a
-miss-on-failure cannot catch; not reproduced in three runs on an idle machine. Until the
-cause is known a run traces and loads through JAX's own cache (docs/notes/warm-exec.md)."""
+"""The environment variable that turns this cache on (``1``); off by default while it is
+new: in the fast tier of a fresh clone a second process loaded an executable that failed
+when called (its processes had several local CPU devices: `load` put the executable on
+every one of them; now on the one it was compiled for, and a test runs with four)."""
 
 
 def folder() -> Path | None:
@@ -128,7 +126,10 @@ def load(stored: tuple) -> Any | None:
     serialized, in_tree, out_tree, name = stored
     tick = time.perf_counter()
     try:
-        executable = deserialize_and_load(serialized, in_tree, out_tree)
+        # on the one device ``jax.jit`` compiled it for: left to itself it is loaded onto every
+        # local device (several with --xla_force_host_platform_device_count) and fails
+        executable = deserialize_and_load(serialized, in_tree, out_tree,
+                                          execution_devices=jax.devices()[:1])
     except Exception:  # noqa: BLE001 - another XLA, another machine: compile instead
         return None
     jax.monitoring.record_event_duration_secs(LOAD_EVENT, time.perf_counter() - tick,
