@@ -180,9 +180,15 @@ def test_bad_values_are_one_clear_error(capsys):
 
 
 def test_auto_samples_with_mams_unless_an_option_of_hmcs_tuning_is_given():
-    """``mams="auto"`` is MAMS on a target of dimension >= 2; a tuning option given
-    (tuning, objective, ...) asks for HMC's tuning, so it is not silently ignored; with
-    ``mams="on"`` such an option is one clear error. The default is ``"auto"``."""
+    """``mams="auto"`` is MAMS on a target of dimension >= `mams_rules.MIN_DIM` (6), NUTS
+    after the same warm-up below it; a tuning option given (tuning, objective, ...) asks for
+    HMC's tuning, so it is not silently ignored; with ``mams="on"`` such an option is one
+    clear error. The default is ``"auto"``."""
+    normal = lambda d: make_target(lambda x: -0.5 * jnp.sum(x ** 2), jnp.zeros(d),  # noqa: E731
+                                   name=f"normal-{d}d", check=False)
+    assert adaptive_hmc(normal(6)).kernel.name == "mams"
+    assert adaptive_hmc(normal(5)).kernel.name != "mams"
+    assert adaptive_hmc(normal(5), mams="on").kernel.name == "mams"
     target = get_target("std-normal-10d")
     assert adaptive_hmc(target, mams="auto").kernel.name == "mams"
     assert adaptive_hmc(target, mams="auto", tuning=3).kernel.name == "hmc"

@@ -237,7 +237,7 @@ def compile_ahead(target: Target, key: Any, make: Callable[[], Any], *args,
         return
     program = compiled(target, key, make)
     path = None
-    if settings is not None:
+    if settings is not None and executables.folder() is not None:  # the model's text only then
         path = executables.path_for(model_text(target), settings, args)
         stored = None if path is None else executables.read(path)
         if stored is not None:
