@@ -49,7 +49,7 @@ def _run(folder, offset: float = 0.0, flags: str | None = None) -> dict:
     if flags is not None:
         env["XLA_FLAGS"] = flags
     env["ADAPTMC_COMPILE_CACHE"] = str(folder)
-    env["ADAPTMC_EXECUTABLES"] = "1"  # off by default (`executables.ENABLE`)
+    env.pop("ADAPTMC_EXECUTABLES", None)  # on by default (`executables.ENABLE`)
     out = subprocess.run([sys.executable, "-c", RUN, str(offset)], env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
@@ -149,3 +149,25 @@ def test_the_key_changes_with_every_part_of_it(change, monkeypatch, tmp_path):
     assert executables.path_for("model", ("nuts_chunk", 0.8), args) == base
     monkeypatch.setattr(executables, "folder", lambda: None)
     assert executables.path_for("model", ("nuts_chunk", 0.8), args) is None
+
+
+def test_the_cache_is_on_with_jaxs_cache_and_off_with_the_variable(monkeypatch, tmp_path):
+    """`folder` is ``executables`` in JAX's cache folder unless ``ADAPTMC_EXECUTABLES=0``,
+    and None without JAX's cache."""
+    import jax
+
+    from adaptmc.targets import executables
+
+    monkeypatch.delenv(executables.ENABLE, raising=False)
+    before = jax.config.jax_compilation_cache_dir
+    try:
+        jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+        assert executables.folder() == tmp_path / "executables"
+        monkeypatch.setenv(executables.ENABLE, "0")
+        assert executables.folder() is None
+        monkeypatch.setenv(executables.ENABLE, "1")
+        assert executables.folder() == tmp_path / "executables"
+        jax.config.update("jax_compilation_cache_dir", None)
+        assert executables.folder() is None
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)

@@ -7,9 +7,9 @@ executable under a key made of the program (the model's data included, as consta
 shapes, the JAX version and the device, so a second run of the same model with the same
 chain count and sizes loads its programs instead of compiling them; a different model or
 size compiles afresh, and what is loaded is the executable that was compiled, so the draws
-are bit-identical. With ``ADAPTMC_EXECUTABLES=1`` (experimental, off by default) the
-sampler's chunk programs are also kept as executables in the folder's ``executables``
-(`adaptmc.targets.executables`), which a later run loads without tracing them.
+are bit-identical. The sampler's chunk programs are also kept as executables in the folder's
+``executables`` (`adaptmc.targets.executables`), which a later run loads without tracing
+them (``ADAPTMC_EXECUTABLES=0`` turns that off).
 
 `adaptmc sample` and `adaptmc-lab reproduce` use the cache unless given ``--no-compile-cache``;
 from Python, call `use_compile_cache` before anything is compiled.

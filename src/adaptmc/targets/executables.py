@@ -40,17 +40,16 @@ _CONFIG_SKIPPED = ("compilation_cache", "persistent_cache", "log", "explain_cach
 
 
 ENABLE = "ADAPTMC_EXECUTABLES"
-"""The environment variable that turns this cache on (``1``); off by default while it is
-new: in the fast tier of a fresh clone a second process loaded an executable that failed
-when called (its processes had several local CPU devices: `load` put the executable on
-every one of them; now on the one it was compiled for, and a test runs with four)."""
+"""The environment variable that turns this cache off (``0``); on otherwise, whenever JAX's
+compilation cache is on. An executable is loaded onto the one device `jax.jit` compiles
+for, so a host with several local devices runs it too (tested with four)."""
 
 
 def folder() -> Path | None:
     """The folder of stored executables: ``executables`` in JAX's compilation cache folder,
-    or None (nothing stored or loaded) when JAX's cache is off or `ENABLE` is not ``1``."""
+    or None (nothing stored or loaded) when JAX's cache is off or `ENABLE` is ``0``."""
     chosen = jax.config.jax_compilation_cache_dir
-    if os.environ.get(ENABLE) != "1":
+    if os.environ.get(ENABLE) == "0":
         return None
     return Path(chosen) / "executables" if chosen else None
 
