@@ -44,7 +44,8 @@ def main(target_name: str, sampler: str, seed: int = 1) -> dict:
             "call_s": round(call_s, 2), "process_s": round(time.perf_counter() - START, 2),
             "compile_s": round(float(out.compile_s), 2), "ess": round(ess, 1),
             "ess_per_s": round(ess / call_s, 1),
-            "grads": int(out.warmup_grads + out.sampling_grads)}
+            "grads": int(out.warmup_grads + out.sampling_grads),
+            **{k: int(v) for k, v in out.params.items() if k.startswith("programs_")}}
 
 
 if __name__ == "__main__":

@@ -76,18 +76,15 @@ def _sample_in_new_process(folder, seed, options):
 @pytest.mark.slow  # two runs in new processes
 @pytest.mark.parametrize("options", [
     {},
-    pytest.param({"tuning": 6}, marks=pytest.mark.xfail(strict=True, reason=(
-        "known, open: HMC tuning's loop program (`one_chain`) keeps a power-of-two buffer "
-        "of the kept draws per super-transition, whose number follows from the warm-up's "
-        "trajectory lengths: 128 on seed 0, 256 on seed 1, so seed 1 compiles it again "
-        "(also at a0e9903)"))),
+    {"tuning": 6},
 ], ids=["default", "hmc-tuning"])
 def test_a_second_sample_call_in_a_new_process_compiles_nothing(tmp_path, options):
     """`adaptmc.sample` keeps compiled programs by default: a second call on the same model
     and sizes, in a new process (another seed: the key is an argument, not a constant),
     loads every program from the cache: JAX records no cache miss. The default (MAMS after
     the warm-up: every program's shapes from the model and the sizes alone) and HMC's
-    tuning (``tuning=6``: not yet, see the marker)."""
+    tuning (``tuning=6``: its loop's buffer holds at least `TUNING_BUFFER` draws, where one
+    sized by the budget alone held 128 on seed 0 and 256 on seed 1)."""
     first_misses, _ = _sample_in_new_process(tmp_path / "cache", 0, options)
     assert first_misses > 0
     misses, hits = _sample_in_new_process(tmp_path / "cache", 1, options)

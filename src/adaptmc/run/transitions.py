@@ -49,6 +49,11 @@ from adaptmc.run.phases import Phases
 from adaptmc.targets.base import Target
 from adaptmc.tuners.base import Tuner
 
+TUNING_BUFFER = 1024
+"""The fewest draws a tuned loop's buffer holds (`make_loop`): the budget of adaptive-hmc's
+tuning, ``max(20 L_median, 8 L_high)`` gradients, is below it unless the warm-up's
+trajectories run past 50 steps; the loop caps its buffer's bytes itself."""
+
 RECORD_FIELDS = (
     "reward",
     "acceptance_rate",
@@ -227,10 +232,14 @@ def make_loop(setup: Setup) -> SuperTransitionLoop:
     """The stage's compiled loop: a buffer for the most draws a super-transition can keep
     (one per gradient when a tuner may change ``L``: one compilation; ``budget // cost``
     when it changes nothing), and frozen super-transitions grouped up to the next
-    checkpoint (`Phases.max_group`)."""
+    checkpoint (`Phases.max_group`). A tuner's buffer holds at least `TUNING_BUFFER` draws:
+    its budget follows from the warm-up's trajectories, which differ between seeds, and a
+    buffer sized by it alone made another seed compile the loop again."""
     cost = 1 if setup.tuner.names else setup.kernel.cost(setup.params)
-    return SuperTransitionLoop(setup.target, setup.kernel, setup.num_chains,
-                               max_kept=setup.gradient_budget // cost // setup.thin,
+    kept = setup.gradient_budget // cost // setup.thin
+    if setup.tuner.names:
+        kept = max(kept, TUNING_BUFFER)
+    return SuperTransitionLoop(setup.target, setup.kernel, setup.num_chains, max_kept=kept,
                                max_group=setup.phases.max_group(setup.checkpoint_every))
 
 

@@ -113,9 +113,9 @@ def _final_setting(idata) -> dict:
     """The tuned parameters of the last super-transition (the frozen setting), the tuning
     super-transitions run and, for adaptive-hmc, whether NUTS sampled; for an
     adaptive-portfolio run, ``gadmala_won`` (1 or 0) and the winner's frozen scalars."""
-    if "portfolio" in idata.attrs:
-        import json
+    import json
 
+    if "portfolio" in idata.attrs:
         record = json.loads(idata.attrs["portfolio"])
         winner = record["winner"]
         scalars = {k: float(v) for k, v in record["trials"][winner]["params"].items()
@@ -124,8 +124,6 @@ def _final_setting(idata) -> dict:
     tuning = idata.tuning
     tuned = {"tuning": float(np.sum(np.asarray(tuning["warmup"].values)))}
     if "sampler" in idata.attrs:  # adaptive-hmc: 1 where NUTS sampled, 0 the frozen HMC
-        import json
-
         record = json.loads(idata.attrs["sampler"])
         tuned["nuts"] = float(record["sampler"] == "nuts")
         if record["sampler"] == "mams":  # its step, steps, thinning and what set it
@@ -136,6 +134,12 @@ def _final_setting(idata) -> dict:
         if warmup is not None:  # MAMS was tried and not used: its step fell below its floor
             tuned.update({f"mams_{k}": float(warmup[k]) for k in (
                 "step_size", "initial_step_size", "num_grads")})
+    if "compile_census" in idata.attrs:  # the run's programs: compiled, loaded from cache
+        programs = json.loads(idata.attrs["compile_census"])
+        loaded = sum(1 for p in programs if p.get("cached"))
+        tuned["programs_loaded"] = float(loaded)
+        tuned["programs_compiled"] = float(sum(1 for p in programs if p["compile_s"] > 0)
+                                           - loaded)
     skip = set(("reward", "acceptance_rate", "divergences", "num_grads", "num_steps",
                 "num_draws", "warmup", "wall_s", "tuner_s", "objective_s"))
     return {**tuned, **{name: float(np.asarray(tuning[name].values)[-1])
