@@ -228,3 +228,25 @@ def test_one_chain_gets_a_note_not_a_warning_nor_a_leaked_message(caplog, recwar
         text = diagnostics.format_summary(_idata(rng.normal(size=(1, 2000, 2))))
     assert "note: R-hat needs two chains" in text and "WARNING" not in text
     assert not caplog.records and not [w for w in recwarn if "NaN" in str(w.message)]
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_diagnostics_run_on_numpy_and_leave_arviz_numba_flag_as_it_was(flag, monkeypatch):
+    """Inside `numpy_only` ArviZ uses NumPy's variance (no Numba compilation on the first
+    call of a process); a user's flag is restored after, also when the block raises; the
+    R-hat and ESS are ArviZ's own."""
+    from adaptmc.arviz_quiet import az, numpy_only
+
+    monkeypatch.setattr(az.Numba, "numba_flag", flag)
+    x = np.random.default_rng(0).normal(size=(4, 101, 3))
+    with numpy_only():
+        assert az.Numba.numba_flag is False
+    assert az.Numba.numba_flag is flag
+    with pytest.raises(RuntimeError), numpy_only():
+        raise RuntimeError
+    assert az.Numba.numba_flag is flag
+    expected = [az.rhat(x[..., i]) for i in range(3)]
+    np.testing.assert_allclose(diagnostics.rhat(x), expected, rtol=1e-12)
+    np.testing.assert_allclose(diagnostics.ess(x), [az.ess(x[..., i]) for i in range(3)],
+                               rtol=1e-12)
+    assert az.Numba.numba_flag is flag

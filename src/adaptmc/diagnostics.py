@@ -13,11 +13,8 @@ import warnings
 import numpy as np
 
 from adaptmc import run_facts
+from adaptmc.arviz_quiet import az, numpy_only
 from adaptmc.run_facts import far_chain_warnings, share_lines
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", FutureWarning)
-    import arviz as az
 
 
 def ess(positions: np.ndarray, method: str = "bulk") -> np.ndarray:
@@ -28,7 +25,7 @@ def ess(positions: np.ndarray, method: str = "bulk") -> np.ndarray:
     positions = np.asarray(positions, dtype=float)
     if positions.shape[1] < 4:
         return np.zeros(positions.shape[-1])
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), numpy_only():
         out = np.array(
             [az.ess(positions[..., i], method=method) for i in range(positions.shape[-1])],
             dtype=float,
@@ -53,7 +50,7 @@ def rhat(positions: np.ndarray) -> np.ndarray:
     positions = np.asarray(positions, dtype=float)
     if positions.shape[0] < 2:
         return np.full(positions.shape[-1], np.nan)
-    with np.errstate(invalid="ignore", divide="ignore"):  # chains that never moved: NaN
+    with np.errstate(invalid="ignore", divide="ignore"), numpy_only():  # unmoved: NaN
         return np.array([az.rhat(positions[..., i]) for i in range(positions.shape[-1])],
                         dtype=float)
 
@@ -63,7 +60,8 @@ def autocorrelation(x: np.ndarray, max_lag: int | None = None) -> np.ndarray:
     x = np.asarray(x, dtype=float)
     if x.ndim == 1:
         x = x[None]
-    acf = np.array([az.autocorr(chain) for chain in x]).mean(axis=0)
+    with numpy_only():
+        acf = np.array([az.autocorr(chain) for chain in x]).mean(axis=0)
     acf = np.nan_to_num(acf, nan=1.0)  # a constant chain is fully correlated
     return acf if max_lag is None else acf[: max_lag + 1]
 
@@ -316,7 +314,8 @@ def summary(idata, var_names=None):
     """ArviZ's summary table (mean, sd, HDI, MCSE, bulk/tail ESS, R-hat) of the posterior."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return az.summary(idata, var_names=var_names, round_to="none")
+        with numpy_only():
+            return az.summary(idata, var_names=var_names, round_to="none")
 
 
 def _recorded_warnings(idata, attrs: dict, table) -> list[str]:
