@@ -69,6 +69,23 @@ def test_draws_are_constrained_and_named_as_stan_names_them(eight_schools):
     np.testing.assert_allclose(model.unconstrain(values), point, rtol=1e-10)
 
 
+def test_draws_are_constrained_on_the_host_without_a_program(eight_schools):
+    """The constrain's ``host`` gives what the jitted one gives on a batch of points, and
+    the run's draws go through it: `posterior_variables` compiles nothing (a program with
+    Stan's host callback is not kept in JAX's cache: every process compiled it again)."""
+    from adaptmc.run.idata import posterior_variables, variables_ahead
+
+    points = np.random.default_rng(5).normal(size=(2, 3, eight_schools.dim))
+    expected = jax.jit(jax.vmap(jax.vmap(eight_schools.constrain)))(jnp.asarray(points))
+    before = set(eight_schools.programs)
+    variables_ahead(eight_schools, points.shape, points.dtype)
+    got = posterior_variables(eight_schools, points)
+    assert set(eight_schools.programs) == before
+    assert set(got) == set(expected)
+    for name, value in expected.items():
+        np.testing.assert_array_equal(got[name], np.asarray(value))
+
+
 def test_log_density_under_jit_vmap_and_scan(eight_schools):
     points = jnp.asarray(np.random.default_rng(5).normal(size=(4, eight_schools.dim)))
     model = eight_schools.info["stan_model"]

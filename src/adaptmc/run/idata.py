@@ -48,7 +48,8 @@ def posterior_variables(target, positions: np.ndarray) -> dict[str, np.ndarray]:
         filler = flat[-1:] if flat.shape[0] else np.zeros((1, dim), flat.dtype)
         flat = np.concatenate([flat, np.repeat(filler, rows - flat.shape[0], axis=0)])
     constrain = getattr(target, "constrain", None)
-    named = _as_it_is(_variables_fn(target), flat)
+    host = getattr(constrain, "host", None)  # a constrain that runs on NumPy points
+    named = host(flat) if host is not None else _as_it_is(_variables_fn(target), flat)
     if named is None:
         named = compiled(target, ("posterior_variables", rows, str(flat.dtype)),
                          lambda: _variables_program(target))(flat)
@@ -63,9 +64,12 @@ def posterior_variables(target, positions: np.ndarray) -> dict[str, np.ndarray]:
 def variables_ahead(target, shape: tuple[int, ...], dtype) -> None:
     """Start compiling `posterior_variables`' program for positions of ``shape`` and
     ``dtype`` (e.g. ``(chains, draws, dim)`` before the draws are made) in a thread of its
-    own (`compile_ahead`); nothing for a target whose variables are its positions."""
+    own (`compile_ahead`); nothing for a target whose variables are its positions or whose
+    ``constrain`` runs on the host (its ``host``)."""
     rows = _rows(int(np.prod(shape[:-1])))
     flat = jax.ShapeDtypeStruct((rows, shape[-1]), jax.dtypes.canonicalize_dtype(dtype))
+    if getattr(getattr(target, "constrain", None), "host", None) is not None:
+        return  # `posterior_variables` compiles nothing
     if _as_it_is(_variables_fn(target), flat) is None:
         compile_ahead(target, ("posterior_variables", rows, str(flat.dtype)),
                       lambda: _variables_program(target), flat)

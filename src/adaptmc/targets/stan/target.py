@@ -80,7 +80,9 @@ def callback_logdensity(model: StanModel):
 
 def stan_constrain(model: StanModel, generated: bool):
     """``position: (dim,) -> {variable: array in its Stan shape}``, through Stan's
-    ``write_array`` in one host call."""
+    ``write_array`` in one host call. Its attribute ``host`` does the same on NumPy points
+    ``(n, dim)`` without a JAX program (a program with a host callback is not kept in JAX's
+    compile cache, so the run's draws would compile it again in every process)."""
     variables = [v for v in model.variables if generated or v.block != "generated quantities"]
     width = sum(int(np.prod(v.shape, dtype=int)) for v in variables)
 
@@ -89,27 +91,32 @@ def stan_constrain(model: StanModel, generated: bool):
         flat = model.constrain(points.reshape(-1, model.dim), True, generated)
         return flat.reshape(points.shape[:-1] + (width,)).astype(points.dtype)
 
-    def constrain(position):
-        shape = jax.ShapeDtypeStruct(position.shape[:-1] + (width,), position.dtype)
-        flat = jax.pure_callback(host, shape, position, vmap_method="expand_dims")
+    def split(flat, transpose):
         out, start = {}, 0
         for variable in variables:
             size = int(np.prod(variable.shape, dtype=int))
-            out[variable.name] = _column_major(flat[..., start:start + size], variable)
+            out[variable.name] = _column_major(flat[..., start:start + size], variable,
+                                               transpose)
             start += size
         return out
 
+    def constrain(position):
+        shape = jax.ShapeDtypeStruct(position.shape[:-1] + (width,), position.dtype)
+        flat = jax.pure_callback(host, shape, position, vmap_method="expand_dims")
+        return split(flat, jnp.transpose)
+
+    constrain.host = lambda points: split(host(points), np.transpose)
     return constrain
 
 
-def _column_major(values, variable: Variable):
+def _column_major(values, variable: Variable, transpose=jnp.transpose):
     """Stan's flat column-major values ``(..., size)`` as an array ``(..., *shape)``."""
     batch = values.shape[:-1]
     reversed_shape = tuple(reversed(variable.shape))
     array = values.reshape(batch + reversed_shape)
     axes = tuple(range(len(batch))) + tuple(len(batch) + i for i in
                                             reversed(range(len(variable.shape))))
-    return jnp.transpose(array, axes)
+    return transpose(array, axes)
 
 
 def initial_point(model: StanModel, name: str, seed: int = 0) -> np.ndarray:
