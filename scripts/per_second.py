@@ -45,7 +45,7 @@ def main(target_name: str, sampler: str, seed: int = 1) -> dict:
             "compile_s": round(float(out.compile_s), 2), "ess": round(ess, 1),
             "ess_per_s": round(ess / call_s, 1),
             "grads": int(out.warmup_grads + out.sampling_grads),
-            **{k: int(v) for k, v in out.params.items() if k.startswith("programs_")}}
+            **{f"programs_{k}": v for k, v in (out.programs or {}).items()}}
 
 
 if __name__ == "__main__":

@@ -39,7 +39,9 @@ class SamplerOutput(NamedTuple):
     """``positions: (chains, draws, dim)`` flat sampling draws; ``warmup_grads`` and
     ``sampling_grads`` over all chains (initial gradients count as warm-up); ``wall_s``
     excludes ``compile_s``; ``divergences`` during sampling; ``params`` the tuned setting;
-    ``host_s`` the seconds the tuner and the objective spent on the host (0 for NUTS)."""
+    ``host_s`` the seconds the tuner and the objective spent on the host (0 for NUTS);
+    ``programs`` adaptmc's compile census, ``{"compiled": n, "loaded": m}`` (None for the
+    peers), which depends on what the compile cache held."""
 
     positions: np.ndarray
     warmup_grads: int
@@ -49,6 +51,7 @@ class SamplerOutput(NamedTuple):
     divergences: int
     params: dict
     host_s: float = 0.0
+    programs: dict | None = None
 
 
 class Cell(NamedTuple):

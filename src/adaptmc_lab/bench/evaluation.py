@@ -75,6 +75,7 @@ def evaluate(target, output: SamplerOutput) -> dict:
         "divergences": int(output.divergences),
         "finite": finite,
         "params": output.params,
+        "programs": output.programs,
         "max_err_sd": None,
         "max_err_mcse": None,
         "worst": None,
@@ -120,6 +121,7 @@ def compute_cell(cell: Cell, config: BenchConfig) -> dict:
 
 
 def deterministic_part(result: dict) -> dict:
-    """A cell's result without the timings, which differ between runs of the same cell."""
-    timings = ("wall_s", "compile_s", "host_s", "min_ess_per_s", "jax_compile_s")
+    """A cell's result without the timings and the compile census, which differ between runs
+    of the same cell."""
+    timings = ("wall_s", "compile_s", "host_s", "min_ess_per_s", "jax_compile_s", "programs")
     return {k: v for k, v in result.items() if k not in timings}

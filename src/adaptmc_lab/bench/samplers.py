@@ -102,11 +102,24 @@ def recipe_sampler(row: str) -> Callable[[Any, int, BenchConfig], SamplerOutput]
                              result.num_grads - sampling_grads,
                              sampling_grads, wall - compile_s, compile_s,
                              int(stats["diverging"].values.sum()),
-                             _final_setting(result.idata), host_s)
+                             _final_setting(result.idata), host_s, _programs(result.idata))
 
     sampler.__name__ = row.replace("-", "_")
     sampler.__doc__ = f"The recipe {recipe!r} with {extra or 'its defaults'}."
     return sampler
+
+
+def _programs(idata) -> dict | None:
+    """The run's compile census in two counts: programs compiled, and loaded from the
+    compile cache (None without a census)."""
+    import json
+
+    if "compile_census" not in idata.attrs:
+        return None
+    programs = json.loads(idata.attrs["compile_census"])
+    loaded = sum(1 for p in programs if p.get("cached"))
+    return {"compiled": sum(1 for p in programs if p["compile_s"] > 0) - loaded,
+            "loaded": loaded}
 
 
 def _final_setting(idata) -> dict:
@@ -134,12 +147,6 @@ def _final_setting(idata) -> dict:
         if warmup is not None:  # MAMS was tried and not used: its step fell below its floor
             tuned.update({f"mams_{k}": float(warmup[k]) for k in (
                 "step_size", "initial_step_size", "num_grads")})
-    if "compile_census" in idata.attrs:  # the run's programs: compiled, loaded from cache
-        programs = json.loads(idata.attrs["compile_census"])
-        loaded = sum(1 for p in programs if p.get("cached"))
-        tuned["programs_loaded"] = float(loaded)
-        tuned["programs_compiled"] = float(sum(1 for p in programs if p["compile_s"] > 0)
-                                           - loaded)
     skip = set(("reward", "acceptance_rate", "divergences", "num_grads", "num_steps",
                 "num_draws", "warmup", "wall_s", "tuner_s", "objective_s"))
     return {**tuned, **{name: float(np.asarray(tuning[name].values)[-1])
