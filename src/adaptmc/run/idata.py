@@ -39,17 +39,21 @@ def posterior_variables(target, positions: np.ndarray) -> dict[str, np.ndarray]:
     leaves of ``target.unravel(position)`` named by their pytree paths (``"x"`` for a flat
     array). One compiled call per block, its rows padded to a power of two, so blocks of
     any size share a few programs (op by op, every primitive compiled again for every new
-    block shape)."""
+    block shape); a constrain that runs on the host (``constrain.host``) is called on the
+    block's points as they are."""
     positions = np.asarray(positions)
     batch, dim = positions.shape[:-1], positions.shape[-1]
     flat = positions.reshape(-1, dim)
+    constrain = getattr(target, "constrain", None)
+    host = _host_constrain(target)
+    if host is not None:  # on NumPy points as they are: no program, no padding
+        return {str(k): np.asarray(v).reshape(batch + v.shape[1:])
+                for k, v in host(flat).items()}
     rows = _rows(flat.shape[0])
     if rows > flat.shape[0]:
         filler = flat[-1:] if flat.shape[0] else np.zeros((1, dim), flat.dtype)
         flat = np.concatenate([flat, np.repeat(filler, rows - flat.shape[0], axis=0)])
-    constrain = getattr(target, "constrain", None)
-    host = getattr(constrain, "host", None)  # a constrain that runs on NumPy points
-    named = host(flat) if host is not None else _as_it_is(_variables_fn(target), flat)
+    named = _as_it_is(_variables_fn(target), flat)
     if named is None:
         named = compiled(target, ("posterior_variables", rows, str(flat.dtype)),
                          lambda: _variables_program(target))(flat)
@@ -68,11 +72,17 @@ def variables_ahead(target, shape: tuple[int, ...], dtype) -> None:
     ``constrain`` runs on the host (its ``host``)."""
     rows = _rows(int(np.prod(shape[:-1])))
     flat = jax.ShapeDtypeStruct((rows, shape[-1]), jax.dtypes.canonicalize_dtype(dtype))
-    if getattr(getattr(target, "constrain", None), "host", None) is not None:
+    if _host_constrain(target) is not None:
         return  # `posterior_variables` compiles nothing
     if _as_it_is(_variables_fn(target), flat) is None:
         compile_ahead(target, ("posterior_variables", rows, str(flat.dtype)),
                       lambda: _variables_program(target), flat)
+
+
+def _host_constrain(target):
+    """The target's constrain on NumPy points ``(n, dim)``, when it has one (its ``host``
+    attribute: `adaptmc.targets.stan.stan_constrain`'s), else None."""
+    return getattr(getattr(target, "constrain", None), "host", None)
 
 
 def _rows(n: int) -> int:

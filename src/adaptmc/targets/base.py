@@ -62,6 +62,8 @@ class Target:
         ``position: (dim,) -> {name: array}``, the model's parameters in their constrained
         space (a positive scale as itself, not its log), named as the model names them; the
         run loop stores draws through it when it is set. ``None``: draws are the positions.
+        A constrain that can run on NumPy points ``(n, dim)`` without a JAX program (a
+        Stan program's, a host call) carries that function as its attribute ``host``.
     reference
         Known moments to check draws against (`Reference`), or None.
     """
