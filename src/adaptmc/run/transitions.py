@@ -51,8 +51,8 @@ from adaptmc.tuners.base import Tuner
 
 TUNING_BUFFER = 1024
 """The fewest draws a tuned loop's buffer holds (`make_loop`): the budget of adaptive-hmc's
-tuning, ``max(20 L_median, 8 L_high)`` gradients, is below it unless the warm-up's
-trajectories run past 50 steps; the loop caps its buffer's bytes itself."""
+tuning, ``max(20 L_median, 8 L_high)`` gradients, is within it unless the warm-up's median
+trajectory passes 51 steps or its longest 128; the loop caps its buffer's bytes itself."""
 
 RECORD_FIELDS = (
     "reward",

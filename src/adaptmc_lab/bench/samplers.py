@@ -14,6 +14,7 @@ them and charged the retries (the points tried beyond one per chain) as warm-up 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -53,8 +54,6 @@ def row_options(row: str) -> dict:
     row the recipe and every option it runs with, its defaults included (so a cell cached
     before a default changed is computed again); ``{}`` for a peer."""
     import inspect
-    import json
-
     if row not in RECIPE_ROWS:
         return {}
     from adaptmc.recipes import get_recipe
@@ -112,8 +111,6 @@ def recipe_sampler(row: str) -> Callable[[Any, int, BenchConfig], SamplerOutput]
 def _programs(idata) -> dict | None:
     """The run's compile census in two counts: programs compiled, and loaded from the
     compile cache (None without a census)."""
-    import json
-
     if "compile_census" not in idata.attrs:
         return None
     programs = json.loads(idata.attrs["compile_census"])
@@ -126,8 +123,6 @@ def _final_setting(idata) -> dict:
     """The tuned parameters of the last super-transition (the frozen setting), the tuning
     super-transitions run and, for adaptive-hmc, whether NUTS sampled; for an
     adaptive-portfolio run, ``gadmala_won`` (1 or 0) and the winner's frozen scalars."""
-    import json
-
     if "portfolio" in idata.attrs:
         record = json.loads(idata.attrs["portfolio"])
         winner = record["winner"]
