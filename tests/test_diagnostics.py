@@ -199,6 +199,23 @@ def test_a_parameter_no_chain_moved_has_no_effective_draws():
     assert out[0] == 0.0 and out[1] == moving[0] > 100
 
 
+def test_a_quantity_constant_in_every_draw_is_a_known_constant_unless_nothing_moved():
+    """A transformed parameter computed from data alone (dogs' ``n_avoid``) is the same in
+    every draw: no ESS (NaN, as Stan's summary), not judged, no warning; when nothing moved
+    at all, the sampler is stuck and the run is told so (robust min ESS 0)."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(size=(4, 1000, 2)), np.full((4, 1000, 1), 7.0)], axis=-1)
+    idata = _idata(x)
+    table = diagnostics.summary_in_blocks(idata)
+    assert list(table["judged"]) == [True, True, False]
+    assert table[["ess_bulk", "ess_tail", "ess_robust", "r_hat"]].iloc[2].isna().all()
+    assert diagnostics.convergence_warnings(idata, table) == []
+    assert "WARNING" not in diagnostics.format_summary(idata)
+    stuck = _idata(np.full((4, 1000, 2), 7.0))
+    warned = diagnostics.convergence_warnings(stuck, diagnostics.summary_in_blocks(stuck))
+    assert any(w.startswith("robust min ESS 0 <") for w in warned), warned
+
+
 def test_hmc_records_the_energy_of_each_draw():
     """HMC's ``sample_stats.energy`` is the Hamiltonian of the chain's state with the momentum
     it ends with: on a standard normal with identity mass, ``E = -log p(x) + |p|^2 / 2`` has

@@ -314,6 +314,9 @@ def test_stan_labels_are_one_based_and_generated_quantities_are_not_judged(stan_
     assert not any("best" in w for w in convergence_warnings(stan_idata, table))
     assert "best" not in " ".join(json.loads(stan_idata.attrs["warnings"]))
     assert "best" in format_summary(stan_idata, max_rows=100)
+    parameters = summary_in_blocks(stan_idata, parameters_only=True)  # what the run judges
+    assert "best" not in parameters.index and parameters["judged"].all()
+    assert parameters.equals(table[table["judged"]])
 
 
 def test_a_badly_mixing_generated_quantity_would_be_judged_as_a_parameter(stan_idata):

@@ -1,35 +1,33 @@
 """Diagnostics on arrays with ArviZ's ``(chain, draw, ...)`` convention.
 
-Bulk/tail ESS, R-hat and MCSE come from ArviZ (Vehtari et al. 2021); the autocorrelation is
-ArviZ's FFT estimate; expected squared jump distance (Pasarica & Gelman 2010) is ours.
-Statistics never import plotting.
+Bulk/tail ESS and R-hat are ArviZ's estimators (Vehtari et al. 2021) computed for all
+columns at once (`adaptmc.rank_diagnostics`); the autocorrelation is ArviZ's FFT estimate;
+expected squared jump distance (Pasarica & Gelman 2010) is ours. Statistics never import
+plotting.
 """
 
 from __future__ import annotations
 
 import json
-import warnings
 
 import numpy as np
 
-from adaptmc import run_facts
+from adaptmc import rank_diagnostics, run_facts
 from adaptmc.arviz_quiet import az, numpy_only
 from adaptmc.run_facts import far_chain_warnings, share_lines
 
 
 def ess(positions: np.ndarray, method: str = "bulk") -> np.ndarray:
-    """``positions: (chains, draws, dim) -> (dim,)`` effective sample sizes. A parameter
-    that no chain moved gets 0: ArviZ returns the number of draws for a constant array (a
-    known constant), which would credit a sampler that rejected every proposal with a
-    perfect ESS."""
+    """``positions: (chains, draws, dim) -> (dim,)`` bulk (``method="bulk"``) or tail
+    effective sample sizes, ArviZ's estimators computed for every column at once
+    (`adaptmc.rank_diagnostics`). A parameter that no chain moved gets 0: ArviZ returns the
+    number of draws for a constant array (a known constant), which would credit a sampler
+    that rejected every proposal with a perfect ESS."""
     positions = np.asarray(positions, dtype=float)
     if positions.shape[1] < 4:
         return np.zeros(positions.shape[-1])
-    with np.errstate(invalid="ignore", divide="ignore"), numpy_only():
-        out = np.array(
-            [az.ess(positions[..., i], method=method) for i in range(positions.shape[-1])],
-            dtype=float,
-        )
+    estimator = {"bulk": rank_diagnostics.ess_bulk, "tail": rank_diagnostics.ess_tail}
+    out = estimator[method](positions)
     unmoved = np.all(positions.max(axis=1) == positions.min(axis=1), axis=0)
     return np.where(unmoved, 0.0, np.nan_to_num(out, nan=0.0))
 
@@ -40,19 +38,25 @@ def robust_ess(positions: np.ndarray) -> np.ndarray:
     2021, Sec. 4.3 recommend both bulk- and tail-ESS; the second moment's ESS keeps an
     antithetic sampler, whose bulk-ESS of ``x`` exceeds the number of draws, from being
     credited with effective draws it does not give for variances)."""
+    bulk, tail, square, _ = _ess_and_rhat(positions)
+    return np.minimum.reduce([bulk, square, tail])
+
+
+def _ess_and_rhat(positions: np.ndarray):
+    """``(bulk ESS of x, tail ESS of x, bulk ESS of x^2, R-hat)`` per column, in one pass
+    (`adaptmc.rank_diagnostics.summary`), the ESS as `ess` gives them (0: unmoved)."""
     positions = np.asarray(positions, dtype=float)
-    return np.minimum.reduce([ess(positions), ess(positions**2), ess(positions, "tail")])
+    found = rank_diagnostics.summary(positions)
+    unmoved = np.all(positions.max(axis=1) == positions.min(axis=1), axis=0)
+    return (*(np.where(unmoved, 0.0, np.nan_to_num(found[k], nan=0.0))
+              for k in ("bulk", "tail", "bulk_sq")), found["rhat"])
 
 
 def rhat(positions: np.ndarray) -> np.ndarray:
-    """``positions: (chains, draws, dim) -> (dim,)`` rank-normalised split R-hat; NaN for
-    one chain (which it needs two of; ArviZ would log a shape warning)."""
-    positions = np.asarray(positions, dtype=float)
-    if positions.shape[0] < 2:
-        return np.full(positions.shape[-1], np.nan)
-    with np.errstate(invalid="ignore", divide="ignore"), numpy_only():  # unmoved: NaN
-        return np.array([az.rhat(positions[..., i]) for i in range(positions.shape[-1])],
-                        dtype=float)
+    """``positions: (chains, draws, dim) -> (dim,)`` rank-normalised split R-hat
+    (`adaptmc.rank_diagnostics.rhat`); NaN for one chain (it needs two), and where no chain
+    moved."""
+    return rank_diagnostics.rhat(np.asarray(positions, dtype=float))
 
 
 def autocorrelation(x: np.ndarray, max_lag: int | None = None) -> np.ndarray:
@@ -103,13 +107,16 @@ def ebfmi(idata) -> np.ndarray | None:
     return out
 
 
-def posterior_blocks(idata, max_bytes: int = 2**25):
+def posterior_blocks(idata, max_bytes: int = 2**25, skip=()):
     """Yield ``(draws: (chains, draws, k), names)`` blocks of the posterior's flat
-    coordinates, a few at a time (at most about ``max_bytes`` of draws in memory), so a lazily
-    read InferenceData (a run folder's ``draws.nc``) is never loaded whole. Indices count
-    from the posterior's ``index_origin`` attribute (1 for a Stan program: ``beta[1]``)."""
+    coordinates (its variables but those named in ``skip``), a few at a time (at most about
+    ``max_bytes`` of draws in memory), so a lazily read InferenceData (a run folder's
+    ``draws.nc``) is never loaded whole. Indices count from the posterior's
+    ``index_origin`` attribute (1 for a Stan program: ``beta[1]``)."""
     origin = int(idata.posterior.attrs.get("index_origin", 0))
     for name, value in idata.posterior.data_vars.items():
+        if name in skip:
+            continue
         num_draws = value.shape[0] * value.shape[1]
         if value.ndim == 2:
             yield np.asarray(value.values, float)[..., None], [name]
@@ -127,11 +134,13 @@ def posterior_blocks(idata, max_bytes: int = 2**25):
             yield block, names
 
 
-def summary_in_blocks(idata, max_bytes: int = 2**25):
+def summary_in_blocks(idata, max_bytes: int = 2**25, parameters_only: bool = False):
     """`summary_table` of the posterior computed block by block (`posterior_blocks`), with a
     column ``judged``: False for the variables named in the posterior's ``derived``
-    attribute (a Stan program's generated quantities: summarised, not judged)."""
-    return _summary_and_esjd(idata, max_bytes)[0]
+    attribute (a Stan program's generated quantities: summarised, not judged). With
+    ``parameters_only``, the judged rows alone (what `convergence_warnings` reads: a
+    program's thousands of generated quantities cost seconds to summarise)."""
+    return _summary_and_esjd(idata, max_bytes, parameters_only)[0]
 
 
 def derived_variables(idata) -> set[str]:
@@ -146,20 +155,34 @@ def judged(table):
     return table[table["judged"]] if "judged" in table else table
 
 
-def _summary_and_esjd(idata, max_bytes: int = 2**25):
+def _summary_and_esjd(idata, max_bytes: int = 2**25, parameters_only: bool = False):
     """``(summary_table, esjd, (chains, draws))`` in one pass over `posterior_blocks` (the
     squared jump sums over coordinates, so the blocks' ESJDs add)."""
     import pandas as pd
 
     tables, jump, shape = [], 0.0, (0, 0)
     derived = derived_variables(idata)
-    for block, names in posterior_blocks(idata, max_bytes):
+    skip = derived if parameters_only else ()
+    for block, names in posterior_blocks(idata, max_bytes, skip):
         table = summary_table(block, names)
         table["judged"] = [name.split("[")[0] not in derived for name in names]
         tables.append(table)
         jump += esjd(block) if table["judged"].all() else 0.0
         shape = block.shape[:2]
-    return pd.concat(tables), jump, shape
+    return _known_constants(pd.concat(tables)), jump, shape
+
+
+def _known_constants(table):
+    """The table with its constant quantities (sd 0 over every chain and draw: a transformed
+    parameter computed from data alone, as dogs' ``n_avoid``) not judged and without ESS or
+    R-hat (NaN, as Stan's summary prints them), provided some judged quantity moved; when
+    nothing moved, the sampler is stuck and the constants stay judged (ESS 0)."""
+    constant = (table["sd"] == 0).to_numpy()
+    if not np.any(table["judged"].to_numpy() & ~constant):
+        return table
+    table.loc[constant, ["ess_bulk", "ess_tail", "ess_robust", "r_hat"]] = np.nan
+    table.loc[constant, "judged"] = False
+    return table
 
 
 def posterior_array(idata, group: str = "posterior") -> tuple[np.ndarray, list[str]]:
@@ -184,14 +207,15 @@ def summary_table(positions: np.ndarray, names: list[str]):
     """
     import pandas as pd
 
-    bulk, tail = ess(positions), ess(positions, "tail")
-    robust = np.minimum.reduce([bulk, tail, ess(positions**2)])
+    positions = np.asarray(positions, dtype=float)
+    bulk, tail, square, r_hat = _ess_and_rhat(positions)
+    robust = np.minimum.reduce([bulk, tail, square])
     sd = positions.std(axis=(0, 1), ddof=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         mcse = sd / np.sqrt(bulk)
     return pd.DataFrame({"mean": positions.mean(axis=(0, 1)), "sd": sd, "mcse_mean": mcse,
                          "ess_bulk": bulk, "ess_tail": tail, "ess_robust": robust,
-                         "r_hat": rhat(positions)}, index=names)
+                         "r_hat": r_hat}, index=names)
 
 
 def _run_attrs(idata) -> dict:
@@ -310,14 +334,6 @@ def tuning_notes(idata, box: dict | None, integer=()) -> list[str]:
     return out
 
 
-def summary(idata, var_names=None):
-    """ArviZ's summary table (mean, sd, HDI, MCSE, bulk/tail ESS, R-hat) of the posterior."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with numpy_only():
-            return az.summary(idata, var_names=var_names, round_to="none")
-
-
 def _recorded_warnings(idata, attrs: dict, table) -> list[str]:
     if "warnings" not in attrs:
         return convergence_warnings(idata, table)
@@ -330,25 +346,6 @@ def _extreme(values, reduce) -> float:
     value is NaN (one chain's R-hat)."""
     values = np.asarray(values, dtype=float)
     return float(reduce(values)) if np.any(~np.isnan(values)) else float("nan")
-
-
-def _census_lines(attrs) -> list[str]:
-    """One line from the run's compile census (`adaptmc.run.compile_clock.census`), when it
-    has one: how many programs XLA compiled for the run (how many of them alongside it, in
-    threads of their own), how many it loaded from the persistent compile cache, and the
-    seconds the run waited for tracing, lowering and compiling (its ``compile_s``; the
-    census's own sum when the record has none)."""
-    if "compile_census" not in attrs:
-        return []
-    programs = json.loads(attrs["compile_census"])
-    loaded = sum(1 for p in programs if p.get("cached"))
-    compiled = sum(1 for p in programs if p["compile_s"] > 0) - loaded
-    seconds = float(attrs.get("compile_s", sum(p["trace_s"] + p["lower_s"] + p["compile_s"]
-                                               for p in programs)))
-    ahead = sum(1 for p in programs if p["compile_s"] > 0 and p.get("ahead"))
-    alongside = f" ({ahead} of them alongside the run)" if ahead else ""
-    return [f"compiled {compiled} programs, loaded {loaded} from the compile cache, in "
-            f"{seconds:.1f} s{alongside}"]
 
 
 def format_summary(idata, max_rows: int = 12) -> str:
@@ -377,7 +374,7 @@ def format_summary(idata, max_rows: int = 12) -> str:
         f"robust min ESS per 1000 gradients {1000 * robust / max(grads, 1):.4g}  "
         f"wall {float(attrs.get('wall_s', float('nan'))):.1f} s "
         f"(compile {float(attrs.get('compile_s', float('nan'))):.1f} s)",
-        *_census_lines(attrs),
+        *run_facts.census_lines(attrs),
         *share_lines(idata, _run_attrs(idata)),
         *run_facts.stop_lines(idata),
         *run_facts.portfolio_lines(attrs),

@@ -175,3 +175,22 @@ def header_lines(attrs: dict, num_chains: int, num_draws: int) -> list[str]:
             f"chains {num_chains}  draws/chain {num_draws}  super-transitions "
             f"{attrs.get('num_super_transitions', '?')} x {attrs.get('gradient_budget', '?')} "
             "gradients"]
+
+
+def census_lines(attrs: dict) -> list[str]:
+    """One line from the run's compile census (`adaptmc.run.compile_clock.census`), when it
+    has one: how many programs XLA compiled for the run (how many of them alongside it, in
+    threads of their own), how many it loaded from the persistent compile cache, and the
+    seconds the run waited for tracing, lowering and compiling (its ``compile_s``; the
+    census's own sum when the record has none)."""
+    if "compile_census" not in attrs:
+        return []
+    programs = json.loads(attrs["compile_census"])
+    loaded = sum(1 for p in programs if p.get("cached"))
+    compiled = sum(1 for p in programs if p["compile_s"] > 0) - loaded
+    seconds = float(attrs.get("compile_s", sum(p["trace_s"] + p["lower_s"] + p["compile_s"]
+                                               for p in programs)))
+    ahead = sum(1 for p in programs if p["compile_s"] > 0 and p.get("ahead"))
+    alongside = f" ({ahead} of them alongside the run)" if ahead else ""
+    return [f"compiled {compiled} programs, loaded {loaded} from the compile cache, in "
+            f"{seconds:.1f} s{alongside}"]

@@ -212,7 +212,7 @@ def describe_tuning(idata, tuner, tuner_state, objective, check_box: bool) -> No
             box = {n: (lo, hi) for n, lo, hi in zip(found.names, found.lower, found.upper,
                                                       strict=True)}
             integer = [n for n, i in zip(found.names, found.integer, strict=True) if i]
-    table = summary_in_blocks(idata)
+    table = summary_in_blocks(idata, parameters_only=True)
     idata.attrs["warnings"] = json.dumps(convergence_warnings(idata, table))
     idata.attrs["tuning_notes"] = json.dumps(tuning_notes(idata, box, integer))
     idata.attrs["divergences"] = json.dumps(divergences_by_phase(idata))
