@@ -2,15 +2,13 @@
 Simpson, Carpenter & Buerkner 2021), vectorised over columns.
 
 The estimators are ArviZ's (``arviz.ess``, ``arviz.rhat``; tests hold them equal to it): split
-chains (Sec. 4.1), rank normalisation with Blom's offset 3/8 (eq. 14), Geyer's initial
-positive and monotone sequences over the autocorrelations averaged across chains (Sec. 3.2,
-eqs. 10-11), the bulk ESS of the rank-normalised draws, the tail ESS as the smaller of the
-ESS of the 5% and 95% quantile indicators (Sec. 4.3), R-hat as the larger of the bulk and
-folded rank-normalised split R-hats (Sec. 4.2). ArviZ computes one quantity at a time in
-Python (about 1.4 ms each); here every column of a ``(chains, draws, k)`` array goes through
-the same array operations at once, which is what a run with thousands of transformed
-quantities needs.
-"""
+chains, rank normalisation with Blom's (1958) offset 3/8, Geyer's (1992) initial positive and
+monotone sequences over the autocorrelations averaged across chains, the bulk ESS of the
+rank-normalised draws, the tail ESS as the smaller of the ESS of the 5% and 95% quantile
+indicators, R-hat as the larger of the bulk and folded rank-normalised split R-hats. ArviZ
+computes one quantity at a time in Python (about 1.4 ms each); here every column of a
+``(chains, draws, k)`` array goes through the same array operations at once, which is what a
+run with thousands of transformed quantities needs."""
 
 from __future__ import annotations
 
@@ -37,9 +35,9 @@ def split_chains(x: np.ndarray) -> np.ndarray:
 
 def z_scale(x: np.ndarray) -> np.ndarray:
     """``(k, chains, draws)``: per column, the normal scores of the average ranks over all
-    chains and draws, ``Phi^{-1}((r - 3/8) / (S + 1/4))`` for ``S`` draws (Vehtari et al.
-    2021, eq. 14). An average rank is a half-integer, so the scores come from a table of
-    ``2 S + 1`` values."""
+    chains and draws, ``Phi^{-1}((r - 3/8) / (S + 1/4))`` for ``S`` draws (Blom's offset, as
+    ArviZ and the posterior package use it). An average rank is a half-integer, so the
+    scores come from a table of ``2 S + 1`` values."""
     k, size = x.shape[0], int(np.prod(x.shape[1:]))
     flat = x.reshape(k, size)
     order = np.argsort(flat, axis=1)
