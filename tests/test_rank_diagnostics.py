@@ -87,3 +87,7 @@ def test_the_summary_in_one_pass_equals_the_estimators_one_by_one(chains, draws,
     assert found.keys() == expected.keys()
     for name, value in expected.items():
         np.testing.assert_array_equal(found[name], value, err_msg=name)
+    without = rank_diagnostics.summary(x, workers=workers, with_rhat=False)  # robust ESS's
+    assert np.isnan(without["rhat"]).all()
+    for name in ("bulk", "tail", "bulk_sq"):
+        np.testing.assert_array_equal(without[name], expected[name], err_msg=name)

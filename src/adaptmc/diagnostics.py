@@ -27,9 +27,14 @@ def ess(positions: np.ndarray, method: str = "bulk") -> np.ndarray:
     if positions.shape[1] < 4:
         return np.zeros(positions.shape[-1])
     estimator = {"bulk": rank_diagnostics.ess_bulk, "tail": rank_diagnostics.ess_tail}
-    out = estimator[method](positions)
+    return _credited(positions, estimator[method](positions))
+
+
+def _credited(positions: np.ndarray, found: np.ndarray) -> np.ndarray:
+    """ESS as adaptmc credits them: 0 for a column no chain moved, and where there is none
+    (NaN: too few draws, a NaN draw)."""
     unmoved = np.all(positions.max(axis=1) == positions.min(axis=1), axis=0)
-    return np.where(unmoved, 0.0, np.nan_to_num(out, nan=0.0))
+    return np.where(unmoved, 0.0, np.nan_to_num(found, nan=0.0))
 
 
 def robust_ess(positions: np.ndarray) -> np.ndarray:
@@ -38,18 +43,17 @@ def robust_ess(positions: np.ndarray) -> np.ndarray:
     2021, Sec. 4.3 recommend both bulk- and tail-ESS; the second moment's ESS keeps an
     antithetic sampler, whose bulk-ESS of ``x`` exceeds the number of draws, from being
     credited with effective draws it does not give for variances)."""
-    bulk, tail, square, _ = _ess_and_rhat(positions)
+    bulk, tail, square, _ = _ess_and_rhat(positions, with_rhat=False)
     return np.minimum.reduce([bulk, square, tail])
 
 
-def _ess_and_rhat(positions: np.ndarray):
+def _ess_and_rhat(positions: np.ndarray, with_rhat: bool = True):
     """``(bulk ESS of x, tail ESS of x, bulk ESS of x^2, R-hat)`` per column, in one pass
-    (`adaptmc.rank_diagnostics.summary`), the ESS as `ess` gives them (0: unmoved)."""
+    (`adaptmc.rank_diagnostics.summary`), the ESS as `ess` gives them (`_credited`)."""
     positions = np.asarray(positions, dtype=float)
-    found = rank_diagnostics.summary(positions)
-    unmoved = np.all(positions.max(axis=1) == positions.min(axis=1), axis=0)
-    return (*(np.where(unmoved, 0.0, np.nan_to_num(found[k], nan=0.0))
-              for k in ("bulk", "tail", "bulk_sq")), found["rhat"])
+    found = rank_diagnostics.summary(positions, with_rhat=with_rhat)
+    return (*(_credited(positions, found[k]) for k in ("bulk", "tail", "bulk_sq")),
+            found["rhat"])
 
 
 def rhat(positions: np.ndarray) -> np.ndarray:

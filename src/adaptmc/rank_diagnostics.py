@@ -152,9 +152,14 @@ def ess_tail(x: np.ndarray, prob: float = 0.05) -> np.ndarray:
     if prepared is None:
         return np.full(np.shape(x)[-1], np.nan)
     columns, valid = prepared
+    return np.where(valid, _tail_ess(columns, prob), np.nan)
+
+
+def _tail_ess(columns: np.ndarray, prob: float = 0.05) -> np.ndarray:
+    """`ess_tail` of `_prepared` columns."""
     low, high = (_ess(split_chains((columns <= _quantile(columns, p)[:, None, None])
                                    .astype(float))) for p in (prob, 1.0 - prob))
-    return np.where(valid, np.minimum(low, high), np.nan)
+    return np.minimum(low, high)
 
 
 def _split_rhat(x: np.ndarray) -> np.ndarray:
@@ -176,30 +181,37 @@ def rhat(x: np.ndarray) -> np.ndarray:
         return np.full(np.shape(x)[-1], np.nan)
     columns, valid = prepared
     split = split_chains(columns)
+    return np.where(valid, _rank_rhat(split, z_scale(split)), np.nan)
+
+
+def _rank_rhat(split: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """`rhat` of split chains and their rank-normalised ``scores``."""
     median = np.median(split.reshape(split.shape[0], -1), axis=1)
-    bulk = _split_rhat(z_scale(split))  # NaN where nothing moved; then the folded's is too
+    bulk = _split_rhat(scores)  # NaN where nothing moved; then the folded's is too
     folded = _split_rhat(z_scale(np.abs(split - median[:, None, None])))
-    return np.where(valid & ~np.isnan(bulk), np.fmax(bulk, folded), np.nan)
+    return np.where(~np.isnan(bulk), np.fmax(bulk, folded), np.nan)
 
 
-def summary(x: np.ndarray, workers: int | None = None) -> dict[str, np.ndarray]:
+def summary(x: np.ndarray, workers: int | None = None,
+            with_rhat: bool = True) -> dict[str, np.ndarray]:
     """``(chains, draws, k) ->`` ``{"bulk", "tail", "bulk_sq", "rhat"}``, each ``(k,)``: the
-    bulk and tail ESS of ``x``, the bulk ESS of ``x^2`` and R-hat, as the functions above
-    compute them, with the rank normalisation of the split chains shared by the bulk ESS
-    and R-hat, and the columns divided among ``workers`` threads (default: the machine's
-    cores, at most 4; NumPy's sorts and FFTs run without the GIL)."""
+    bulk and tail ESS of ``x``, the bulk ESS of ``x^2`` and R-hat (NaN without
+    ``with_rhat``), as the functions above compute them, with the rank normalisation of the
+    split chains shared by the bulk ESS and R-hat, and the columns divided among ``workers``
+    threads (default: the machine's cores, at most 4; NumPy's sorts and FFTs run without
+    the GIL)."""
     x = np.asarray(x, dtype=float)
     k = x.shape[-1]
     workers = min(workers or os.cpu_count() or 1, 4, max(k // 64, 1))
     if workers == 1:
-        return _summary(x)
+        return _summary(x, with_rhat)
     parts = np.array_split(np.arange(k), workers)
     with ThreadPoolExecutor(workers) as pool:
-        done = list(pool.map(lambda cols: _summary(x[..., cols]), parts))
+        done = list(pool.map(lambda cols: _summary(x[..., cols], with_rhat), parts))
     return {name: np.concatenate([d[name] for d in done]) for name in done[0]}
 
 
-def _summary(x: np.ndarray) -> dict[str, np.ndarray]:
+def _summary(x: np.ndarray, with_rhat: bool) -> dict[str, np.ndarray]:
     """`summary` in this thread; a constant column (a transformed parameter computed from
     data alone, often most of a program's output) costs nothing: ArviZ gives it the number
     of split draws as every ESS, and no R-hat."""
@@ -213,7 +225,8 @@ def _summary(x: np.ndarray) -> dict[str, np.ndarray]:
     out = {"bulk": np.full(x.shape[-1], size), "tail": np.full(x.shape[-1], size),
            "bulk_sq": np.full(x.shape[-1], size), "rhat": nan.copy()}
     if moving.size:
-        for name, value in _moving_summary(columns[moving], x.shape[0] >= 2).items():
+        found = _moving_summary(columns[moving], with_rhat and x.shape[0] >= 2)
+        for name, value in found.items():
             out[name][moving] = value
     return {name: np.where(valid, value, np.nan) for name, value in out.items()}
 
@@ -222,12 +235,7 @@ def _moving_summary(columns: np.ndarray, with_rhat: bool) -> dict[str, np.ndarra
     split = split_chains(columns)
     scores = z_scale(split)
     out = {"bulk": _ess(scores), "bulk_sq": _ess(z_scale(split**2)),
-           "tail": np.minimum(*(_ess(split_chains(
-               (columns <= _quantile(columns, p)[:, None, None]).astype(float)))
-               for p in (0.05, 0.95)))}
+           "tail": _tail_ess(columns)}
     if with_rhat:
-        median = np.median(split.reshape(split.shape[0], -1), axis=1)
-        bulk = _split_rhat(scores)
-        folded = _split_rhat(z_scale(np.abs(split - median[:, None, None])))
-        out["rhat"] = np.where(~np.isnan(bulk), np.fmax(bulk, folded), np.nan)
+        out["rhat"] = _rank_rhat(split, scores)
     return out
