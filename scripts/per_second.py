@@ -25,6 +25,7 @@ START = time.perf_counter()
 
 
 def main(target_name: str, sampler: str, seed: int = 1) -> dict:
+    import arviz  # noqa: F401  (a user's script has it; adaptmc imports it at the first write)
     import jax
 
     from adaptmc.compile_cache import use_compile_cache

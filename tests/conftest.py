@@ -11,8 +11,11 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 
 CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
 # the fast tier's time is compiling (small runs of many programs): XLA's backend at -O0
-# compiles NUTS 1.7-1.9x faster (BENCHMARKS, wave six) and runs it about 2x slower
-FAST_TIER_XLA_FLAG = "--xla_backend_optimization_level=0"
+# compiles NUTS 1.7-1.9x faster (BENCHMARKS, wave six) and runs it about 2x slower; XLA's
+# older CPU loop emitter (as `warmup_programs.QUICK_CHUNK`) takes a third off the rest
+# (test_recipes, test_run, test_kernels: 72 s against 46 s, 2026-11-28)
+FAST_TIER_XLA_FLAGS = {"xla_backend_optimization_level": "0",
+                       "xla_cpu_use_fusion_emitters": "false"}
 
 
 def pytest_configure(config):
@@ -25,15 +28,17 @@ def pytest_configure(config):
     carries over between sessions. A cache folder set by the user is used and kept.
 
     The fast tier (``-m 'not slow'``, the default) compiles with XLA's backend optimisation
-    level 0 (`FAST_TIER_XLA_FLAG`; unless ``XLA_FLAGS`` sets a level): the algorithms, and so
-    every statistical test, are the same; the floating-point results may differ from -O2 in
-    the last bits, and every comparison of draws within the session (resume, bench row
-    against command line) compares programs compiled alike. The slow tier compiles as users
-    do."""
+    level 0 and its older CPU emitter (`FAST_TIER_XLA_FLAGS`, each unless ``XLA_FLAGS`` sets
+    it): the algorithms, and so every statistical test, are the same; the floating-point
+    results may differ from XLA's defaults in the last bits, and every comparison of draws
+    within the session (resume, bench row against command line) compares programs compiled
+    alike. The slow tier compiles as users do."""
     if config.getoption("markexpr") == "not slow":
         flags = os.environ.get("XLA_FLAGS", "")
-        if "xla_backend_optimization_level" not in flags:
-            os.environ["XLA_FLAGS"] = f"{flags} {FAST_TIER_XLA_FLAG}".strip()
+        for name, value in FAST_TIER_XLA_FLAGS.items():
+            if name not in flags:
+                flags = f"{flags} --{name}={value}".strip()
+        os.environ["XLA_FLAGS"] = flags
     if hasattr(config, "workerinput"):  # an xdist worker: the main process set it up
         folder = os.environ.get(CACHE_VARIABLE)
     elif os.environ.get(CACHE_VARIABLE):

@@ -156,6 +156,7 @@ def test_a_default_run_in_a_new_process_compiles_at_most_two_programs():
     assert sorted(f"jit({name})" for name in census) == sorted(programs), (census, programs)
 
 
+@pytest.mark.slow  # 16 s; the default census stays in the fast tier
 def test_a_run_without_mams_compiles_one_program_less_than_the_default():
     """``mams="off"``: the warm-up's NUTS chunk alone (NUTS samples through it); the
     default's MAMS program (``mams_chunk``) is compiled alongside the warm-up."""

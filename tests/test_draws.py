@@ -25,7 +25,9 @@ OPTIONS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(recipes.RECIPES))
+@pytest.mark.parametrize("name", [  # the portfolio: 15-17 s, its own test_portfolio is fast
+    pytest.param(n, marks=pytest.mark.slow) if n == "adaptive-portfolio" else n
+    for n in sorted(recipes.RECIPES)])
 def test_every_recipe_keeps_exactly_the_draws_asked_for(name):
     """37 is no multiple of any setting's draws per super-transition: the last one is cut
     short; 250 spans several; the tuning record's kept draws add up to the same."""
@@ -108,6 +110,7 @@ def test_requests_that_cannot_be_honoured_are_refused_before_the_warmup(name, op
                          / "eight_schools-eight_schools_noncentered").is_dir(),
                     reason="posteriordb data not found (../shared/posteriordb or "
                            "$ADAPTMC_POSTERIORDB)")
+@pytest.mark.slow  # 11 s
 def test_a_posteriordb_target_from_the_command_line_keeps_500_draws(tmp_path, capsys):
     import arviz as az
 

@@ -60,23 +60,35 @@ def _sampler_programs(found: dict) -> set:
     return SAMPLERS & set(found["traced"])
 
 
-def test_a_second_process_loads_the_samplers_programs_without_tracing_them(tmp_path):
+def _cold_and_warm(folder) -> dict:
     """The first run traces and compiles the chunk programs and stores their executables;
     a second in a new process traces neither (its census: both loaded from the cache,
-    alongside the run) and its draws are the same bits; a model with other data misses
-    (traces both); a corrupt or truncated file is a miss (traced again, no error, no
-    warning about it) with the same draws."""
-    cold = _run(tmp_path)
+    alongside the run) and its draws are the same bits. The cold run's outputs."""
+    cold = _run(folder)
     assert _sampler_programs(cold) == SAMPLERS, cold["traced"]
-    stored = sorted((tmp_path / "executables").glob("*.exec"))
+    stored = sorted((folder / "executables").glob("*.exec"))
     assert len(stored) == 2, stored
-    warm = _run(tmp_path)
+    warm = _run(folder)
     assert _sampler_programs(warm) == set(), warm["traced"]
     loaded = [p for p in warm["census"] if p["name"] in SAMPLERS]
     assert sorted(p["name"] for p in loaded) == sorted(SAMPLERS), warm["census"]
     assert all(p["cached"] and p["ahead"] and p["compile_s"] > 0 for p in loaded), loaded
     assert warm["draws"] == cold["draws"]
+    return cold
 
+
+def test_a_second_process_loads_the_samplers_programs_without_tracing_them(tmp_path):
+    """`_cold_and_warm`."""
+    _cold_and_warm(tmp_path)
+
+
+@pytest.mark.slow  # five processes, 35-45 s
+def test_other_data_or_a_damaged_executable_is_a_miss_with_the_same_draws(tmp_path):
+    """After `_cold_and_warm`: a model with other data misses (traces both); a corrupt or
+    truncated file is a miss (traced again, no error, no warning about it) with the same
+    draws."""
+    cold = _cold_and_warm(tmp_path)
+    stored = sorted((tmp_path / "executables").glob("*.exec"))
     other = _run(tmp_path, offset=0.5)
     assert _sampler_programs(other) == SAMPLERS, other["traced"]
     assert other["draws"] != cold["draws"]
@@ -95,6 +107,7 @@ def test_a_second_process_loads_the_samplers_programs_without_tracing_them(tmp_p
     assert again["draws"] == cold["draws"]
 
 
+@pytest.mark.slow  # 2 processes, 16-20 s
 def test_a_stored_executable_runs_where_the_host_has_several_devices(tmp_path):
     """With ``--xla_force_host_platform_device_count=4`` (as NumPyro's
     ``set_host_device_count`` sets it) a loaded executable runs on the one device it was

@@ -212,6 +212,7 @@ CACHE_FULL = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # 14-17 s
 def test_compile_cache_write_warnings_do_not_reach_the_terminal(tmp_path):
     """A full cache folder: the run compiles as without a cache, and says nothing of it."""
     (tmp_path / "shim.py").write_text(CACHE_FULL)

@@ -178,6 +178,7 @@ def test_auto_metric_rules():
     assert choose_metric(draws[None], grads[None], dense_max_dim=100) == "dense"
 
 
+@pytest.mark.slow  # 12 s; choose_metric is tested fast
 def test_window_warmup_auto_picks_low_rank_above_the_dense_dimension():
     """A 16-d Gaussian with two directions of variance 300 and 100 times the rest: with
     dense_max_dim=4 the warm-up runs a low-rank NUTS stage after the diagonal one and

@@ -46,6 +46,7 @@ def test_the_most_correlated_pair_is_found():
     assert sorted(chosen[:2]) == [0, 1] and len(chosen) == 3 and strength > 0.9
 
 
+@pytest.mark.slow  # 8-16 s; the plots are written in the two run tests here
 def test_trace_rank_energy_and_pair_plots_are_written_quickly(tmp_path):
     """Even for 2000 parameters: at most `MAX_SHOWN` are drawn."""
     rng = np.random.default_rng(2)

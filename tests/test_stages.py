@@ -83,6 +83,7 @@ def test_run_takes_at_most_eight_parameters():
 KERNEL_STEPS = (("adaptmc/kernels/", "step"), ("adaptmc/adaptation/compact_nuts.py", "nuts_step"))
 
 
+@pytest.mark.slow  # 12 s
 def test_from_the_command_line_to_a_kernel_step_at_most_six_frames(tmp_path, monkeypatch):
     """A profile hook on a tiny real run of the default recipe: between `cmd_sample` and
     every kernel step traced (the warm-up's NUTS and the sampling HMC), at most 6 frames of

@@ -43,6 +43,7 @@ def _run(output_dir=None, **kwargs):
                       output_dir=output_dir, **kwargs)
 
 
+@pytest.mark.slow  # 12-16 s
 def test_draws_from_chunk_files_in_blocks_are_the_in_memory_draws(tmp_path, monkeypatch):
     # blocks of 5 draws of positions: they straddle chunk files and the warm-up boundary
     monkeypatch.setattr(idata, "BLOCK_BYTES", 5 * 3 * 64 * 8)

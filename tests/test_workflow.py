@@ -265,6 +265,7 @@ def test_predictive_reward_reads_held_out_observations_only():
     assert made["train"][1] == made["base"][1]
 
 
+@pytest.mark.slow  # 27-34 s; the README's two blocks run predictive tuning fast
 def test_predictive_tuning_through_the_api_and_the_cli(tmp_path):
     pytest.importorskip("numpyro")
     import adaptmc
@@ -460,6 +461,10 @@ def test_readme_command_line_block_runs(tmp_path):
     run = tmp_path / "runs" / "pred"
     assert read_draws(run).tuning.attrs["objective"] == "heldout_log_predictive_density"
     assert xr.open_dataset(run / "posterior_predictive.nc")["y"].shape == (2, 40, len(y))
+    # without --target, the model's code named in the run's record is not run unasked
+    refused = subprocess.run([sys.executable, "-m", "adaptmc", "predict", str(run)],
+                             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900)
+    assert refused.returncode != 0 and "--trust-code" in refused.stderr
 
 
 def test_pair_plot_marks_divergences_and_skips_generated_quantities(stan_idata, tmp_path,
@@ -485,6 +490,7 @@ def test_pair_plot_marks_divergences_and_skips_generated_quantities(stan_idata, 
     assert not any(name.startswith("best") for names in seen["names"] for name in names)
 
 
+@pytest.mark.slow  # 40 s; the README's command-line block runs predict fast
 def test_cli_predict_writes_posterior_predictive_draws(tmp_path):
     pytest.importorskip("numpyro")
     import xarray as xr

@@ -13,7 +13,6 @@ import json
 import numpy as np
 
 from adaptmc import rank_diagnostics, run_facts
-from adaptmc.arviz_quiet import az, numpy_only
 from adaptmc.run_facts import far_chain_warnings, share_lines
 
 
@@ -68,8 +67,9 @@ def autocorrelation(x: np.ndarray, max_lag: int | None = None) -> np.ndarray:
     x = np.asarray(x, dtype=float)
     if x.ndim == 1:
         x = x[None]
-    with numpy_only():
-        acf = np.array([az.autocorr(chain) for chain in x]).mean(axis=0)
+    cov = rank_diagnostics.autocov(x)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acf = (cov / cov[:, :1]).mean(axis=0)
     acf = np.nan_to_num(acf, nan=1.0)  # a constant chain is fully correlated
     return acf if max_lag is None else acf[: max_lag + 1]
 

@@ -60,14 +60,18 @@ def z_scale(x: np.ndarray) -> np.ndarray:
     return out.reshape(x.shape)
 
 
-def _autocov_mean(x: np.ndarray) -> np.ndarray:
-    """``(k, chains, draws) -> (k, draws)``: each chain's autocovariance at every lag (FFT,
-    divided by the number of draws), averaged over chains."""
+def autocov(x: np.ndarray) -> np.ndarray:
+    """``(..., draws) -> (..., draws)``: the autocovariance at every lag along the last axis
+    (FFT, divided by the number of draws), as ArviZ's ``autocov``."""
     n = x.shape[-1]
     m = fftpack.next_fast_len(2 * n)
     spectrum = np.fft.rfft(x - x.mean(axis=-1, keepdims=True), n=m, axis=-1)
-    cov = np.fft.irfft(spectrum * np.conjugate(spectrum), n=m, axis=-1)[..., :n] / n
-    return cov.mean(axis=1)
+    return np.fft.irfft(spectrum * np.conjugate(spectrum), n=m, axis=-1)[..., :n] / n
+
+
+def _autocov_mean(x: np.ndarray) -> np.ndarray:
+    """``(k, chains, draws) -> (k, draws)``: each chain's `autocov`, averaged over chains."""
+    return autocov(x).mean(axis=1)
 
 
 def _geyer_tau(rho: np.ndarray) -> np.ndarray:

@@ -191,6 +191,7 @@ def test_predict_shapes_and_losses(likelihood):
             np.testing.assert_allclose(mean.sum(axis=-1), 1.0, rtol=1e-12)
 
 
+@pytest.mark.slow  # 11 s
 def test_joint_density_gradient_is_finite_and_kernel_moves():
     model = small_model(seed=8)
     masks = np.concatenate([cv.kfold_masks(24, 2, seed=8), np.ones((1, 24))])

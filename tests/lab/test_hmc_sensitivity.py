@@ -96,6 +96,7 @@ def test_gp_ucb_pick_is_near_the_grid_oracle_and_its_row_is_complete(tmp_path, m
     assert all(np.isfinite(float(c.split("/")[0])) for c in cells[2:])
 
 
+@pytest.mark.slow  # 7 s
 def test_the_settings_swap_places_between_the_two_gaussians():
     """Wang (2012, Sec. 2.2): a small change of (eps, L) changes HMC's efficiency by an order of
     magnitude, and which setting is good depends on the target. At the thesis' 1000

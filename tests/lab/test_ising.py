@@ -81,7 +81,8 @@ def _np_walk_log_prob(couplings, bias, x, sites, gamma, up):
     return total
 
 
-@pytest.mark.parametrize("length, gamma", [(1, 0.0), (2, 0.6), (3, 1.5)])
+@pytest.mark.parametrize("length, gamma", [(1, 0.0), (2, 0.6),
+                                           pytest.param(3, 1.5, marks=pytest.mark.slow)])
 def test_move_satisfies_detailed_balance_exactly(length, gamma):
     target = ising.small_model(8, 3, beta=0.8, seed=1)
     graph = target.info["graph"]
@@ -141,8 +142,11 @@ def _visit_counts(target, kernel, params, num_chains, num_steps, seed):
 
 
 @pytest.mark.parametrize("kernel, params", [
-    (saw, SAWParams(2, 0.7)),
-    (saw, SAWParams(jnp.array([1.0, 3.0]), jnp.array([0.2, 1.2]), True)),  # mixture, random L
+    # the walks' moves: 16-23 s each, the slow tier (their detailed balance is tested
+    # exactly, fast, above); Kawasaki's exchanges stay fast
+    pytest.param(saw, SAWParams(2, 0.7), marks=pytest.mark.slow),
+    pytest.param(saw, SAWParams(jnp.array([1.0, 3.0]), jnp.array([0.2, 1.2]), True),
+                 marks=pytest.mark.slow),  # mixture, random L
     (kawasaki, KawasakiParams()),
 ])
 def test_long_run_visit_frequencies_match_the_exact_distribution(kernel, params):
