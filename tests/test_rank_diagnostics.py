@@ -91,3 +91,18 @@ def test_the_summary_in_one_pass_equals_the_estimators_one_by_one(chains, draws,
     assert np.isnan(without["rhat"]).all()
     for name in ("bulk", "tail", "bulk_sq"):
         np.testing.assert_array_equal(without[name], expected[name], err_msg=name)
+
+
+@pytest.mark.parametrize("chains,draws", [(1, 9), (2, 37), (4, 400)])
+def test_the_autocorrelation_is_arviz_s_averaged_over_chains(chains, draws):
+    """`diagnostics.autocorrelation` (`rank_diagnostics.autocov`, ArviZ not imported) equals
+    ArviZ's ``autocorr`` averaged over chains, a constant chain counted fully correlated."""
+    for column in (0, 3, 7):  # white noise, a sticky AR(1), a constant
+        x = _draws(chains, draws, seed=0)[..., column]
+        with numpy_only(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            theirs = np.nan_to_num(np.mean([az.autocorr(c) for c in x], axis=0), nan=1.0)
+        np.testing.assert_allclose(diagnostics.autocorrelation(x), theirs, rtol=1e-12,
+                                   atol=1e-15)
+        np.testing.assert_array_equal(diagnostics.autocorrelation(x, 3),
+                                      diagnostics.autocorrelation(x)[:4])
