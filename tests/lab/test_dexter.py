@@ -263,6 +263,7 @@ def test_quick_mode_from_the_command_line(tmp_path):
     assert len((out / "dexter_test.resu").read_text().split()) == 2000
 
 
+@pytest.mark.slow  # 14-25 s
 @needs_data
 def test_reward_is_the_library_predictive_objective(data):
     """The bandit's reward is `adaptmc.heldout.predictive_objective` of the folds' held-out
