@@ -127,7 +127,6 @@ def client():
     cluster.close()
 
 
-@pytest.mark.slow  # 17-21 s; the cluster stays in the fast tier (the killed worker's test)
 def test_cli_serial_cell_matches_two_worker_cluster(tmp_path, client):
     out = tmp_path / "serial"
     code = lab_main(["bench", "--targets", TINY_TARGET, "--samplers", "adaptmc-hmc-da",

@@ -142,8 +142,8 @@ def _visit_counts(target, kernel, params, num_chains, num_steps, seed):
 
 
 @pytest.mark.parametrize("kernel, params", [
-    # the walks' moves: 16-23 s each, the slow tier (their detailed balance is tested
-    # exactly, fast, above); Kawasaki's exchanges stay fast
+    # the walks' moves: 16-23 s each, the slow tier; the fast tier keeps their detailed
+    # balance by exact enumeration above (lengths 1 and 2) and Kawasaki's frequencies here
     pytest.param(saw, SAWParams(2, 0.7), marks=pytest.mark.slow),
     pytest.param(saw, SAWParams(jnp.array([1.0, 3.0]), jnp.array([0.2, 1.2]), True),
                  marks=pytest.mark.slow),  # mixture, random L
