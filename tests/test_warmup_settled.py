@@ -36,6 +36,23 @@ def test_nothing_judged_is_not_settled():
         assert not settled.is_settled({**base, key: bad}), key
 
 
+def test_a_chain_that_arrived_late_is_told_from_one_in_another_mode():
+    """`settled.arrived_late`: a chain far from the others over the foreground's window but
+    among them over the background's is a late arrival (the windows swap); a chain far over
+    both is in another mode (a far chain: warned of, never swapped away); none far, no swap."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 60, 3))
+    lp = -0.5 * np.sum(x**2, axis=-1)
+    assert not settled.arrived_late(x, lp, 30)
+    late = x.copy()
+    late[0, :30, 1] += np.linspace(40.0, 2.0, 30)  # on its way in over the first half
+    assert settled.arrived_late(late, lp, 30)
+    assert not settled.arrived_late(late, lp, 45)  # a background under MIN_WINDOW: no call
+    apart = x.copy()
+    apart[0, :, 1] += 20.0  # in another mode throughout
+    assert not settled.arrived_late(apart, lp, 30)
+
+
 def test_the_warmup_ends_early_on_a_gaussian():
     """A 6-d Gaussian with scales over four orders of magnitude, 4 chains from dispersed
     starts: the early phase ends once the chains agree (from transition 50), the warm-up

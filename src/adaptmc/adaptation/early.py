@@ -224,10 +224,15 @@ class _Chains:
                 c["early_end"] = now
             switch = CHUNK if now <= self.early_end else c["late_switch"]
             ended = now > self.early_end and settled.end_if_settled(self, now, CHUNK)
-            if not ended and now - c["background"] >= switch and now + switch <= self.final_start:
+            late = not ended and now > self.early_end and self.arrived_late(now)
+            if late or (not ended and now - c["background"] >= switch
+                        and now + switch <= self.final_start):
                 c["foreground"], c["background"] = c["background"], now
-                c["late_switch"] *= 2 if now > self.early_end else 1
+                c["late_switch"] *= 2 if now > self.early_end and not late else 1
                 self.restart_step_size()
+            if late:  # the metric from the window without the late chain's way in
+                self.metric = metric_choice.estimate(*self.window(c["foreground"], now),
+                                                     c["kind"], self.rank, self.metric)
         if now == self.final_start:
             c["kind"], self.choice = _choose(self, c["foreground"], now, self.asked, self.rank)
             self.restart_step_size()
@@ -242,6 +247,12 @@ class _Chains:
         start = now - settled.AGREE_WINDOW
         lp = np.concatenate(self.out["lp"][start // CHUNK: now // CHUNK], axis=1)
         return settled.chains_agree(self.window(start, now)[0], lp)
+
+    def arrived_late(self, now: int) -> bool:
+        """`settled.arrived_late` over the foreground's window before ``now``."""
+        fg, bg = self.counters["foreground"], self.counters["background"]
+        lp = np.concatenate(self.out["lp"][fg // CHUNK: now // CHUNK], axis=1)
+        return settled.arrived_late(self.window(fg, now)[0], lp, bg - fg)
 
     def window(self, start: int, stop: int):
         """Pooled ``(draws, grads)``, both ``(chains, n, dim)``, of transitions

@@ -94,6 +94,21 @@ def chains_agree(x: np.ndarray, lp: np.ndarray) -> bool:
     return bool(agree and not far_chains(x, lp))
 
 
+def arrived_late(x: np.ndarray, lp: np.ndarray, split: int) -> bool:
+    """Whether a chain that ran ``x: (chains, n, dim)``, ``lp: (chains, n)`` (the
+    foreground's window, its background's from transition ``split`` on) was far from the
+    others over the window (`adaptmc.adaptation.chains.far_chains`: still on its way in)
+    but is no longer over the background's, which holds at least `MIN_WINDOW` transitions.
+    The metric's estimate pools each chain about its own mean
+    (`metric_choice.within_chains`), so a chain crossing the window inflates the scales
+    along its path; the warm-up then swaps its windows at once (the foreground's draws
+    dropped), as the issue's rule asks: a chain far from the others is never averaged into
+    the metric silently."""
+    if split < 1 or x.shape[1] - split < MIN_WINDOW:
+        return False
+    return bool(far_chains(x, lp)) and not far_chains(x[:, split:], lp[:, split:])
+
+
 def settled_measures(x, g, lp, steps, previous_steps, *, fg: int, bg: int, now: int,
                      rank: int, kind: str = "low-rank") -> dict | None:
     """What the test reads at transition ``now`` (module docstring): ``x, g: (chains, now,
