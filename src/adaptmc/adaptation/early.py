@@ -13,7 +13,8 @@ transitions; between chunks, on the host, the inverse mass is re-estimated from 
    after every chunk, and once the background holds ``switch`` draws they swap (the
    foreground's old draws are dropped). ``switch`` is `CHUNK` over the early phase, so a
    chain started far out, or under a metric that is badly wrong, runs at most a few chunks
-   under it; after that it doubles at every swap (growing windows). The early phase runs
+   under it; after that it doubles at every swap (growing windows), and a chain that
+   arrived late swaps them at once (`settled.arrived_late`). The early phase runs
    at least `EARLY_MIN_SHARE` of the warm-up and ends at the first chunk after it where the
    chains agree (`adaptmc.adaptation.settled.chains_agree`: their log densities' split
    R-hat over the last 30 transitions, no chain far from the others), `EARLY_SHARE` at

@@ -1,0 +1,29 @@
+"""The bench's comparison tables (`adaptmc_lab.bench.comparison`) over the cells of one or more
+bench folders: ``python scripts/bench_tables.py OUT [OUT ...]`` reads every ``OUT/cells/*.json``
+(a later folder's cell replaces an earlier one's of the same posterior, sampler and seed) and
+prints the summary against nutpie low-rank, the table by dimension for adaptmc's default and
+every cell. One bench run whose samplers ran as separate processes (the same commit, config
+and day) reads as one table this way.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from adaptmc_lab.bench.comparison import comparison_report
+
+
+def cells(folders: list[str]) -> list[dict]:
+    """Every cell of ``folders``, keyed by its bench key (later folders win)."""
+    out: dict[str, dict] = {}
+    for folder in folders:
+        for path in sorted(Path(folder, "cells").glob("*.json")):
+            cell = json.loads(path.read_text())
+            out[cell["key"]] = cell
+    return list(out.values())
+
+
+if __name__ == "__main__":
+    print(comparison_report(cells(sys.argv[1:])))
