@@ -217,6 +217,9 @@ class _Chains:
         c["index"] += 1
         now = c["index"] * CHUNK
         if now < self.final_start:
+            late = now > self.early_end and settled.late_in(self, now)
+            if late:  # its way in dropped before the metric is estimated again
+                self.swap(now, grow=False)
             if not reverted:
                 self.metric = metric_choice.estimate(*self.window(c["foreground"], now),
                                                      c["kind"], self.rank, self.metric)
@@ -225,15 +228,9 @@ class _Chains:
                 c["early_end"] = now
             switch = CHUNK if now <= self.early_end else c["late_switch"]
             ended = now > self.early_end and settled.end_if_settled(self, now, CHUNK)
-            late = not ended and now > self.early_end and self.arrived_late(now)
-            if late or (not ended and now - c["background"] >= switch
-                        and now + switch <= self.final_start):
-                c["foreground"], c["background"] = c["background"], now
-                c["late_switch"] *= 2 if now > self.early_end and not late else 1
-                self.restart_step_size()
-            if late:  # the metric from the window without the late chain's way in
-                self.metric = metric_choice.estimate(*self.window(c["foreground"], now),
-                                                     c["kind"], self.rank, self.metric)
+            if not (late or ended) and now - c["background"] >= switch \
+                    and now + switch <= self.final_start:
+                self.swap(now, grow=now > self.early_end)
         if now == self.final_start:
             c["kind"], self.choice = _choose(self, c["foreground"], now, self.asked, self.rank)
             self.restart_step_size()
@@ -249,11 +246,12 @@ class _Chains:
         lp = np.concatenate(self.out["lp"][start // CHUNK: now // CHUNK], axis=1)
         return settled.chains_agree(self.window(start, now)[0], lp)
 
-    def arrived_late(self, now: int) -> bool:
-        """`settled.arrived_late` over the foreground's window before ``now``."""
-        fg, bg = self.counters["foreground"], self.counters["background"]
-        lp = np.concatenate(self.out["lp"][fg // CHUNK: now // CHUNK], axis=1)
-        return settled.arrived_late(self.window(fg, now)[0], lp, bg - fg)
+    def swap(self, now: int, grow: bool) -> None:
+        """Background to foreground, a new background from ``now``; ``grow``: doubling."""
+        c = self.counters
+        c["foreground"], c["background"] = c["background"], now
+        c["late_switch"] *= 2 if grow else 1
+        self.restart_step_size()
 
     def window(self, start: int, stop: int):
         """Pooled ``(draws, grads)``, both ``(chains, n, dim)``, of transitions

@@ -109,6 +109,14 @@ def arrived_late(x: np.ndarray, lp: np.ndarray, split: int) -> bool:
     return bool(far_chains(x, lp)) and not far_chains(x[:, split:], lp[:, split:])
 
 
+def late_in(run, now: int) -> bool:
+    """`arrived_late` over the foreground's window of the warm-up ``run``
+    (`adaptmc.adaptation.early._Chains`) before transition ``now``."""
+    fg, bg = run.counters["foreground"], run.counters["background"]
+    return arrived_late(run.window(fg, now)[0],
+                        np.concatenate(run.out["lp"], axis=1)[:, fg:now], bg - fg)
+
+
 def settled_measures(x, g, lp, steps, previous_steps, *, fg: int, bg: int, now: int,
                      rank: int, kind: str = "low-rank") -> dict | None:
     """What the test reads at transition ``now`` (module docstring): ``x, g: (chains, now,
