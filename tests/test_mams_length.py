@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from adaptmc.recipes.mams_rules import LENGTH_FACTOR, MAX_LENGTH_CHANGE, trajectory_length
-from adaptmc.recipes.mams_sampling import tune
+from adaptmc.recipes.mams_sampling import MIN_STEPS, tune
 from adaptmc.targets.base import make_target
 
 
@@ -76,5 +76,20 @@ def test_the_measured_length_lands_at_the_rules_fixed_point_on_a_gaussian(scales
         assert first[0] < ran / trace < first[1], ran / trace
         assert 0.9 < tuned.length / trace < 1.5, tuned.length / trace
         steps = tuned.adapted.num_leapfrog
-        assert steps == max(1, round(tuned.length / tuned.first.step_size))
+        assert steps == max(MIN_STEPS, round(tuned.length / tuned.first.step_size))
         assert abs(np.mean(tuned.adapted.acceptance) - 0.9) < 0.06
+
+
+def test_mams_samples_with_two_steps_where_the_rule_asks_for_one():
+    """A standard Gaussian under its own metric: dual averaging's step is about the first
+    trajectory's length, and the rule asks for ~1.2 steps (one, rounded). MAMS samples
+    with `MIN_STEPS` = 2 (its step readapted to them), not with a single isokinetic step."""
+    dim = 8
+    target = make_target(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(dim), name="std-normal-8")
+    start = np.asarray(jax.random.normal(jax.random.PRNGKey(1), (4, dim)))
+    tuned = tune(target, start, 1.0, 0.5 * math.sqrt(dim), jax.random.PRNGKey(0))
+    assert round(tuned.length / tuned.first.step_size) == 1
+    assert tuned.first.num_leapfrog == 1
+    assert tuned.adapted.num_leapfrog == MIN_STEPS == 2
+    assert tuned.adapted is not tuned.first  # readapted: its step fits two steps
+    assert abs(np.mean(tuned.adapted.acceptance) - 0.9) < 0.06

@@ -20,6 +20,7 @@ from adaptmc.diagnostics import format_summary
 from adaptmc.recipes import build
 from adaptmc.recipes.adaptive import adaptive_hmc
 from adaptmc.recipes.mams_rules import MAX_THIN, thinning
+from adaptmc.recipes.mams_sampling import MIN_STEPS
 from adaptmc.targets import get_target
 from adaptmc.targets.base import make_target
 from helpers import counting_gaussian, moment_z_scores
@@ -57,8 +58,8 @@ def test_a_mams_run_on_a_correlated_gaussian_is_right_and_records_its_sampler():
     assert 1 <= record["thin"] <= MAX_THIN and idata.attrs["thin"] == record["thin"]
     assert record["thin"] == thinning(record["r1"], record["grads_per_transition"],
                                       record["overhead_per_draw"])[1]
-    assert record["num_leapfrog"] == max(1, round(record["measured_length"]
-                                                  / record["first_step_size"]))
+    assert record["num_leapfrog"] == max(MIN_STEPS, round(record["measured_length"]
+                                                          / record["first_step_size"]))
     assert abs(record["measure_acceptance"] - 0.9) < 0.08, record
     summary = format_summary(idata)
     assert "sampler MAMS under the warm-up's metric, every" in summary

@@ -14,10 +14,10 @@ Metropolis-adjusted microcanonical sampling (Robnik, Cohn-Gordon & Seljak 2025;
    ``eps``, its step jittered by `JITTER` (Neal 2011, Sec. 5.4.2.2) so that its length is
    random at a fixed cost. `MEASURE_TRANSITIONS` transitions at the averaged step follow.
 2. **Trajectory length** from those transitions' autocorrelation (`trajectory_length`:
-   the MCLMC rule ``L = c eps n_eff``, as a Newton step); if it changes the steps per
-   transition, `READAPT_TRANSITIONS` of dual averaging with the new number of steps fixed
-   (the cost per transition constant) and `MEASURE_TRANSITIONS` more at the new step
-   (`tune`).
+   the MCLMC rule ``L = c eps n_eff``, as a Newton step), at least `MIN_STEPS` steps; if
+   it changes the steps per transition, `READAPT_TRANSITIONS` of dual averaging with the
+   new number of steps fixed (the cost per transition constant) and `MEASURE_TRANSITIONS`
+   more at the new step (`tune`).
    The robust ESS per transition ``r1`` of the last stage's draws (`pooled`)
    (`adaptmc.objectives.robust_ess_per_grad`: the slowest of bulk ``x``, bulk ``x^2`` and
    tails) sets the thinning (`thinning`).
@@ -97,6 +97,16 @@ boundary: a trajectory crossing one is rejected whatever its step) dual averagin
 (a walled 3-d Gaussian: 0.84 to 0.0015, 526 steps per transition); NUTS stops its trajectory
 at the wall. The paper (Robnik, Cohn-Gordon & Seljak 2025) sets no floor; 0.1 is ours: at it
 a transition costs at most ten times the first's steps."""
+
+MIN_STEPS = 2
+"""The fewest steps per transition MAMS samples with. Where the length rule asks for one
+(a posterior the warm-up's metric whitens well: the averaged step is about as long as the
+trajectory), a transition is a single isokinetic step from a fresh velocity, a Langevin-type
+move whose draws follow each other closely; two steps cost twice the gradients and mixed
+more than twice as fast on all 10 such runs of the broad bench (1.17-1.69x the robust ESS
+per gradient, BENCHMARKS "MAMS samples with two steps at least"). The paper (Robnik,
+Cohn-Gordon & Seljak 2025) draws the number of steps at random with its mean set by ``L``
+and sets no floor; 2 is ours."""
 
 KEPT_PER_BLOCK = 100
 """Kept draws per chain of one sampling super-transition (one recorded block)."""
@@ -187,13 +197,14 @@ def tune(target, start, inverse_mass, step_size: float, key, *,
     """MAMS's step and trajectory length from ``start`` (module docstring, steps 1-3):
     `adapt_and_measure` at ``L = sqrt(d)`` from ``step_size``; the trajectory length its
     measurement asks (`trajectory_length` of the length its transitions ran, ``eps round(L
-    / eps)``); if that changes the steps per transition, `READAPT_TRANSITIONS` of dual
-    averaging with the new number of steps fixed, from the first stage's step and chains,
-    and a new measurement. No stage steps below `STEP_FLOOR` ``step_size``; where one's
-    averaged step falls below it, that stage is the last (``adapted.floored``). ``start``:
-    the chains' states (position, log density, gradient: the warm-up's, nothing computed)
-    or positions ``(chains, dim)`` (each evaluated on the host, one gradient counted per
-    chain); ``rank``: the metric's directions in the program (default: ``inverse_mass``'s)."""
+    / eps)``), at least `MIN_STEPS` steps; if that changes the steps per transition,
+    `READAPT_TRANSITIONS` of dual averaging with the new number of steps fixed, from the
+    first stage's step and chains, and a new measurement. No stage steps below `STEP_FLOOR`
+    ``step_size``; where one's averaged step falls below it, that stage is the last
+    (``adapted.floored``). ``start``: the chains' states (position, log density, gradient:
+    the warm-up's, nothing computed) or positions ``(chains, dim)`` (each evaluated on the
+    host, one gradient counted per chain); ``rank``: the metric's directions in the program
+    (default: ``inverse_mass``'s)."""
     states, grads = _states(target, start)
     dim = states.position.shape[1]
     metric = as_padded(inverse_mass, dim, _rank(inverse_mass, dim) if rank is None else rank,
@@ -205,7 +216,7 @@ def tune(target, start, inverse_mass, step_size: float, key, *,
         return Tuned(first, first, float("nan"), float("nan"), grads + first.num_grads, metric)
     ran = first.step_size * first.num_leapfrog  # the length the measured chains ran
     length, tau = trajectory_length(pooled(first), ran)
-    steps = max(1, round(length / first.step_size))  # `mams_chunk.steps_for` on the host
+    steps = max(MIN_STEPS, round(length / first.step_size))  # `mams_chunk.steps_for`, floored
     if steps == first.num_leapfrog:
         return Tuned(first, first, length, tau, grads + first.num_grads, metric)
     second = adapt_and_measure(target, first.states, metric, first.step_size, key,
