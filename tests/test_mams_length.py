@@ -93,3 +93,17 @@ def test_mams_samples_with_two_steps_where_the_rule_asks_for_one():
     assert tuned.adapted.num_leapfrog == MIN_STEPS == 2
     assert tuned.adapted is not tuned.first  # readapted: its step fits two steps
     assert abs(np.mean(tuned.adapted.acceptance) - 0.9) < 0.06
+
+
+def test_a_first_length_of_fewer_than_two_steps_is_measured_at_two():
+    """A 3-d standard Gaussian from a step as long as its first length (``sqrt(3)``: one
+    step): the first stage runs `MIN_STEPS` steps fixed, and where the rule asks for no
+    more, that is the setting sampled (no second stage)."""
+    dim = 3
+    target = make_target(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(dim), name="std-normal-3")
+    start = np.asarray(jax.random.normal(jax.random.PRNGKey(1), (4, dim)))
+    tuned = tune(target, start, 1.0, math.sqrt(dim), jax.random.PRNGKey(0))
+    assert tuned.first.num_leapfrog == MIN_STEPS
+    assert np.all(tuned.first.tail_steps == MIN_STEPS)  # every transition, averaging too
+    assert round(tuned.length / tuned.first.step_size) <= MIN_STEPS
+    assert tuned.adapted is tuned.first

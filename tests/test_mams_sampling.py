@@ -20,7 +20,7 @@ from adaptmc.diagnostics import format_summary
 from adaptmc.recipes import build
 from adaptmc.recipes.adaptive import adaptive_hmc
 from adaptmc.recipes.mams_rules import MAX_THIN, thinning
-from adaptmc.recipes.mams_sampling import MIN_STEPS
+from adaptmc.recipes.mams_sampling import MEASURE_TRANSITIONS, MIN_STEPS
 from adaptmc.targets import get_target
 from adaptmc.targets.base import make_target
 from helpers import counting_gaussian, moment_z_scores
@@ -63,10 +63,17 @@ def test_a_mams_run_on_a_correlated_gaussian_is_right_and_records_its_sampler():
     assert abs(record["measure_acceptance"] - 0.9) < 0.08, record
     summary = format_summary(idata)
     assert "sampler MAMS under the warm-up's metric, every" in summary
-    # every sampling gradient: draws x thin transitions of num_leapfrog steps per chain
-    tuning = idata.tuning
+    # the last measurement's transitions are the first block (every thin-th kept), then
+    # thin transitions of num_leapfrog steps per draw; every gradient counted once
+    tuning, k, g = idata.tuning, record["thin"], record["num_leapfrog"]
+    first = MEASURE_TRANSITIONS // k
+    assert int(tuning["num_draws"].values[0]) == first
+    assert int(tuning["num_steps"].values[0]) == first * k
+    assert int(tuning["num_grads"].values[0]) == 4 * MEASURE_TRANSITIONS * g
     sampled = int(np.sum(tuning["num_grads"].values[~tuning["warmup"].values.astype(bool)]))
-    assert sampled == 4 * 1000 * record["thin"] * record["num_leapfrog"]
+    assert sampled == 4 * g * (MEASURE_TRANSITIONS + (1000 - first) * k)
+    before = json.loads(idata.attrs["warmup"])["num_grads"] + record["num_grads"]
+    assert idata.attrs["total_grad_evals"] == sampled + before + idata.attrs["check_grads"]
 
 
 @pytest.mark.parametrize(("r1", "g", "overhead", "expected"), [
@@ -181,15 +188,15 @@ def test_bad_values_are_one_clear_error(capsys):
 
 
 def test_auto_samples_with_mams_unless_an_option_of_hmcs_tuning_is_given():
-    """``mams="auto"`` is MAMS on a target of dimension >= `mams_rules.MIN_DIM` (6), NUTS
+    """``mams="auto"`` is MAMS on a target of dimension >= `mams_rules.MIN_DIM` (3), NUTS
     after the same warm-up below it; a tuning option given (tuning, objective, ...) asks for
     HMC's tuning, so it is not silently ignored; with ``mams="on"`` such an option is one
     clear error. The default is ``"auto"``."""
     normal = lambda d: make_target(lambda x: -0.5 * jnp.sum(x ** 2), jnp.zeros(d),  # noqa: E731
                                    name=f"normal-{d}d", check=False)
-    assert adaptive_hmc(normal(6)).kernel.name == "mams"
-    assert adaptive_hmc(normal(5)).kernel.name != "mams"
-    assert adaptive_hmc(normal(5), mams="on").kernel.name == "mams"
+    assert adaptive_hmc(normal(3)).kernel.name == "mams"
+    assert adaptive_hmc(normal(2)).kernel.name != "mams"
+    assert adaptive_hmc(normal(2), mams="on").kernel.name == "mams"
     target = get_target("std-normal-10d")
     assert adaptive_hmc(target, mams="auto").kernel.name == "mams"
     assert adaptive_hmc(target, mams="auto", tuning=3).kernel.name == "hmc"

@@ -60,7 +60,7 @@ ADAPTIVE_OPTIONS: tuple[Option, ...] = (
                  "sampling, <= 12)", low=0, high=10**6, group=ADAPTIVE),
     Option("nuts", "choice", "choose: NUTS samples if it beats tuned HMC",
            choices=("choose", "always", "off"), group=ADAPTIVE),
-    Option("mams", "choice", "auto: MAMS samples after the warm-up if dim >= 6",
+    Option("mams", "choice", "auto: MAMS samples after the warm-up if dim >= 3",
            choices=("auto", "off", "on"), group=ADAPTIVE),
     Option("stop_rule", "choice", "what may end tuning early (default ei)",
            choices=("ucb-lcb", "ucb", "ei"), group=ADAPTIVE),

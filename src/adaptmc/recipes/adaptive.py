@@ -44,7 +44,7 @@
    failure (`adaptmc.tuners.moving_box`), so the bandit does not freeze on a setting it
    never saw work. Tuning's draws are not kept, its gradients are counted.
 
-With ``mams="auto"`` (the default: where ``dim >= 6``, `mams_rules.MIN_DIM`, and no option
+With ``mams="auto"`` (the default: where ``dim >= 3``, `mams_rules.MIN_DIM`, and no option
 of HMC's tuning is given) or ``"on"``, MAMS under the warm-up's metric samples in place of
 steps 2 and 3, every ``k``-th transition (`adaptmc.recipes.mams_sampling`), unless its step
 falls below its floor: then steps 2 and 3 follow as without it.
@@ -205,7 +205,7 @@ def adaptive_hmc(
     mams
         ``"on"``: MAMS samples after the warm-up (`adaptmc.recipes.mams_sampling`; steps 2
         and 3 where its step falls below its floor); ``"off"``: steps 2 and 3; ``"auto"``
-        (default): ``"on"`` where the dimension is >= `mams_rules.MIN_DIM` (6) and no
+        (default): ``"on"`` where the dimension is >= `mams_rules.MIN_DIM` (3) and no
         option of HMC's tuning is given (`HMC_TUNING_DEFAULTS`), else ``"off"``.
     """
     check_sizes(metric, budget, warmup_steps=warmup_steps, draws=draws)

@@ -23,16 +23,22 @@ Metropolis-adjusted microcanonical sampling (Robnik, Cohn-Gordon & Seljak 2025;
    tails) sets the thinning (`thinning`).
 3. **Sampling**: ``draws`` kept draws per chain, every ``k``-th transition, in blocks of
    ``KEPT_PER_BLOCK`` kept draws recorded as the run's super-transitions
-   (`adaptmc.run.mams_stage.MamsSample`).
+   (`adaptmc.run.mams_stage.MamsSample`). The first block is the last measurement: its
+   transitions ran at the sampling's step and steps, from chains the warm-up left at the
+   posterior, under a kernel chosen before them (their draws choose only the thinning
+   and where the sampling goes on from), so they are the chains' first draws rather
+   than a cost paid before them (``MEASURE_TRANSITIONS`` transitions of a 1000-draw run:
+   15 % of its sampling at ``k = 1``).
 
 Every transition of steps 1-3 runs through MAMS's one compiled program
 (`adaptmc.kernels.mams_chunk`: the dual averaging on or off, the steps, thinning and number
 of transitions its arguments), compiled alongside the warm-up (`MamsWarmupStage`), from the
 warm-up's chains' states (their log densities and gradients are not computed again).
 
-Every gradient of steps 1 and 2 is counted with the warm-up's (they come before the first
-kept draw); a resumed run repeats them from the warm-up's checkpoint (the same key, the same
-draws) before it continues its sampling from its own checkpoint.
+Every gradient of steps 1 and 2 but the last measurement's is counted with the warm-up's
+(they come before the first kept draw), the last measurement's with the sampling's; a
+resumed run repeats them from the warm-up's checkpoint (the same key, the same draws) before
+it continues its sampling from its own checkpoint.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from adaptmc.adaptation.low_rank import LowRankInverseMass
 from adaptmc.adaptation.nuts_sampling import nuts_arm
 from adaptmc.kernels.mams import MAMSParams, MAMSState, mams
 from adaptmc.kernels.mams_chunk import (
+    ChunkOut,
     as_padded,
     chunk_ahead,
     da_fixed,
@@ -119,7 +126,8 @@ class Adapted(NamedTuple):
     acceptance over its last half, the gradients spent over all chains, and the dual
     averaging's last half: its positions ``(chains, adapt // 2, dim)`` and steps per
     transition ``(adapt // 2,)``; ``floored``: the averaged step fell below the floor (no
-    measurement then: its arrays are empty)."""
+    measurement then: its arrays are empty); ``measured``: the measurement's chunk, every
+    transition at the final step and steps (`adaptmc.kernels.mams_chunk.ChunkOut`)."""
 
     states: object
     step_size: float
@@ -132,6 +140,7 @@ class Adapted(NamedTuple):
     tail_positions: np.ndarray
     tail_steps: np.ndarray
     floored: bool = False
+    measured: ChunkOut | None = None
 
 
 def pooled(adapted: Adapted) -> np.ndarray:
@@ -174,7 +183,7 @@ def adapt_and_measure(target, states, metric, step_size: float, key, *, length: 
     grads = int(np.sum(first.grads)) + int(np.sum(second.grads))
     return Adapted(second.states, eps, steps, second.positions, second.acceptance,
                    int(np.sum(second.divergences)), averaged, grads,
-                   first.positions[:, tail:], first.steps[tail:])
+                   first.positions[:, tail:], first.steps[tail:], measured=second)
 
 
 class Tuned(NamedTuple):
@@ -195,7 +204,8 @@ class Tuned(NamedTuple):
 def tune(target, start, inverse_mass, step_size: float, key, *,
          rank: int | None = None) -> Tuned:
     """MAMS's step and trajectory length from ``start`` (module docstring, steps 1-3):
-    `adapt_and_measure` at ``L = sqrt(d)`` from ``step_size``; the trajectory length its
+    `adapt_and_measure` at ``L = sqrt(d)`` from ``step_size`` (`MIN_STEPS` steps fixed
+    where ``L`` is fewer at ``step_size``); the trajectory length its
     measurement asks (`trajectory_length` of the length its transitions ran, ``eps round(L
     / eps)``), at least `MIN_STEPS` steps; if that changes the steps per transition,
     `READAPT_TRANSITIONS` of dual averaging with the new number of steps fixed, from the
@@ -210,8 +220,9 @@ def tune(target, start, inverse_mass, step_size: float, key, *,
     metric = as_padded(inverse_mass, dim, _rank(inverse_mass, dim) if rank is None else rank,
                        states.position.dtype)
     floor = STEP_FLOOR * step_size
+    fixed = MIN_STEPS if round(math.sqrt(dim) / step_size) < MIN_STEPS else 0
     first = adapt_and_measure(target, states, metric, step_size, key, length=math.sqrt(dim),
-                              floor=floor)
+                              fixed_steps=fixed, floor=floor)
     if first.floored:
         return Tuned(first, first, float("nan"), float("nan"), grads + first.num_grads, metric)
     ran = first.step_size * first.num_leapfrog  # the length the measured chains ran
@@ -276,7 +287,9 @@ def mams_prepared(warm, *, target, key, state, rank: int, draws: int, options: d
     and trajectory length tuned from where its chains stand (`tune`), the thinning its
     last measurement asks (`thinning`) and a plan that keeps ``draws`` draws per chain,
     every ``k``-th transition, continuing from the chains' MAMS states, sampled by MAMS's
-    program (`adaptmc.run.mams_stage.MamsSample`). ``record(warm, plan)``: the warm-up's
+    program (`adaptmc.run.mams_stage.MamsSample`), the last measurement's transitions (at
+    the sampling's step and steps) kept as its first draws: their gradients are the
+    sampling's, not counted before the first kept draw. ``record(warm, plan)``: the warm-up's
     facts (`adaptmc.recipes.adaptive.warmup_record`); the MAMS facts go to its
     ``sampler``. Where the step fell below its floor (`STEP_FLOOR`), ``fallback()`` (the
     `Prepared` of sampling without MAMS) with MAMS's gradients added and its facts in the
@@ -289,19 +302,22 @@ def mams_prepared(warm, *, target, key, state, rank: int, draws: int, options: d
         return _without_mams(fallback(), tuned, eps0)
     r1 = per_transition_ess(pooled(adapted))
     g = adapted.num_leapfrog
-    overhead = (warm.num_grads + tuned.num_grads) / chains / draws
+    kept = int(np.sum(adapted.measured.grads))  # the measurement's: its draws are kept
+    before = warm.num_grads + tuned.num_grads - kept
+    overhead = before / chains / draws
     k_star, k = thinning(r1, g, overhead)
     params = MAMSParams(adapted.step_size, g, warm.inverse_mass, JITTER)
-    arm = MamsArm(tuned.metric, adapted.step_size, g, JITTER, TARGET_ACCEPT)
+    arm = MamsArm(tuned.metric, adapted.step_size, g, JITTER, TARGET_ACCEPT,
+                  first=adapted.measured)
     plan = Plan("adaptive-hmc", mams, params, tuners.fixed(), None,
-                sampling_length(draws, KEPT_PER_BLOCK), g * k * KEPT_PER_BLOCK, 0, 0,
-                options=options, thin=k, draws=draws,
+                1 + sampling_length(draws - MEASURE_TRANSITIONS // k, KEPT_PER_BLOCK),
+                g * k * KEPT_PER_BLOCK, 0, 0, options=options, thin=k, draws=draws,
                 sampling=functools.partial(MamsSample, arm=arm))
     check_plan(plan)
-    sampler = mams_record(tuned, eps0, r1, overhead, k_star, k)
-    return Prepared(plan, np.asarray(adapted.states.position),
-                    warm.num_grads + tuned.num_grads,
-                    {**record(warm, plan), "sampler": sampler}, adapted.states)
+    sampler = mams_record(tuned, eps0, r1, overhead, k_star, k) | {"num_grads": tuned.num_grads
+                                                                   - kept}
+    return Prepared(plan, np.asarray(adapted.states.position), before,
+                    {**record(warm, plan), "sampler": sampler}, adapted.states, kept)
 
 
 def _without_mams(prepared: Prepared, tuned: Tuned, eps0: float) -> Prepared:

@@ -166,8 +166,8 @@ class Context:
             yield stage, state
             prepared = stage.finish(state)
             if self.warmup_redone:  # what ``finish`` computes (MAMS's adaptation), redone
-                self.warmup_redone += prepared.num_grads - getattr(state, "num_grads",
-                                                                   prepared.num_grads)
+                self.warmup_redone += prepared.num_grads + prepared.kept_grads - getattr(
+                    state, "num_grads", prepared.num_grads)
             self._prepared(prepared, tick, compiled_before)
         tune, state = start_super_transitions(self)
         make = Sample if self.plan.sampling is None else self.plan.sampling

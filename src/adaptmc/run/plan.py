@@ -29,13 +29,16 @@ class Prepared(NamedTuple):
     on the target), the chains' positions ``(chains, dim)``, the gradients the warm-up spent
     over all chains, and what it measured (JSON-able); states: None, or the chains' kernel
     states ``plan`` continues from (a trial's end, the kernel's own adapted state
-    included), which then replace ``positions``."""
+    included), which then replace ``positions``; kept_grads: the gradients ``finish``
+    spent on transitions the sampling stage keeps as its first draws (counted there, not
+    in ``num_grads``; MAMS's last measurement)."""
 
     plan: Any
     positions: np.ndarray
     num_grads: int
     record: dict
     states: Any = None
+    kept_grads: int = 0
 
 
 class Plan(NamedTuple):
