@@ -245,3 +245,38 @@ def test_where_the_log_density_has_a_wall_mams_gives_way_to_nuts(tmp_path):
                        **options)
     np.testing.assert_array_equal(np.asarray(resumed.idata.posterior["x"].values), draws)
     assert resumed.num_grads == whole.num_grads
+
+
+def _chunk(n=150, chains=2, dim=3, steps=4):
+    """A `ChunkOut` of ``n`` transitions, every one kept, with numbered draws."""
+    from adaptmc.kernels.mams_chunk import ChunkOut
+
+    t = np.arange(n, dtype=float)
+    positions = np.broadcast_to(t[None, :, None], (chains, n, dim)).copy()
+    acceptance = np.tile(np.linspace(0.5, 1.0, n), (chains, 1))
+    divergent = np.zeros((chains, n), bool)
+    divergent[0, -1] = True  # the last transition's: kept only when every one is
+    return ChunkOut(None, np.zeros(5), positions, -t * np.ones((chains, 1)), acceptance,
+                    np.ones((chains, n), bool), divergent, np.zeros((chains, n)),
+                    np.full(n, steps), np.full(chains, n * steps), divergent.sum(1),
+                    acceptance.sum(1))
+
+
+@pytest.mark.parametrize(("thin", "most", "kept"), [(1, 1000, 150), (3, 1000, 50),
+                                                     (4, 1000, 37), (2, 20, 20)])
+def test_the_measurements_draws_kept_are_every_thin_th_and_count_every_gradient(
+        thin, most, kept):
+    """`first_draws`: transitions ``thin, 2 thin, ...`` (as the sampling's program keeps
+    them), at most ``most``; acceptance and divergences over the transitions those span,
+    every gradient the measurement computed."""
+    from adaptmc.run.mams_stage import first_draws
+
+    out = _chunk()
+    count, (positions, stats, logdensity, totals) = first_draws(out, thin, most)
+    assert count == kept * thin and positions.shape == (2, kept, 3)
+    assert np.array_equal(positions[0, :, 0], np.arange(thin - 1, kept * thin, thin))
+    assert np.array_equal(logdensity[0], -positions[0, :, 0])
+    assert stats["num_grads"].shape == (2, kept) and np.all(stats["num_grads"] == 4)
+    assert np.array_equal(totals[0], [150 * 4, 150 * 4])
+    assert totals[1][0] == (1 if count == 150 else 0)
+    assert totals[2] == pytest.approx(out.acceptance[:, :count].sum(1))

@@ -392,6 +392,35 @@ def test_ctrl_c_while_the_command_imports_is_one_line(tmp_path):
         assert "Traceback" not in err and err.strip().count("\n") <= 0, err
 
 
+def test_a_ctrl_c_python_would_drop_is_sent_again_and_other_unraisables_are_shown():
+    """`adaptmc._start`'s unraisable hook: a KeyboardInterrupt Python drops ("Exception
+    ignored", as inside importlib's module-lock callback) reaches SIGINT's handler again
+    shortly after; any other goes to Python's own hook."""
+    import signal
+    import types
+
+    from adaptmc import _start
+
+    got = []
+    previous = signal.signal(signal.SIGINT, lambda *_: got.append(time.monotonic()))
+    try:
+        shown = []
+        original, sys.__unraisablehook__ = sys.__unraisablehook__, shown.append
+        try:
+            _start._send_dropped_interrupt_again(types.SimpleNamespace(exc_value=ValueError()))
+        finally:
+            sys.__unraisablehook__ = original
+        assert len(shown) == 1 and not got
+        tick = time.monotonic()
+        _start._send_dropped_interrupt_again(
+            types.SimpleNamespace(exc_value=KeyboardInterrupt()))
+        while not got and time.monotonic() - tick < 5:
+            time.sleep(0.01)
+        assert got and got[0] - tick >= 0.04
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 # 8. a log density returning NaN mid-run is named ------------------------------------------
 
 def test_a_log_density_returning_nan_is_named_in_the_warning():

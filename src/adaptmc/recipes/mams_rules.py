@@ -24,10 +24,11 @@ MIN_DIM = 3
 """The least dimension at which ``mams="auto"`` samples with MAMS (below it, NUTS after the
 same warm-up). Our choice, from the broad bench (BENCHMARKS, "MAMS keeps its last
 measurement's draws"): at dimension 3-5, with two steps at least and the measurement's
-draws kept, MAMS gave 1.22x NUTS's robust ESS per gradient (geometric mean over 34 runs,
-no run right with NUTS wrong with MAMS), at 6-10 1.48x, 11-100 1.10x, above 100 1.38x
-(before those two changes); at 2 dimensions 1.12x over 4 runs (0.85-1.28x), too few to
-move the rule. At 1 dimension MAMS's unit velocity is a sign (`adaptmc.kernels.mams`)."""
+draws kept, MAMS gave 1.27x NUTS's robust ESS per gradient (geometric mean over the 35 runs
+both got right; one run right with NUTS turned wrong, R-hat 1.013), at 6-10 1.48x,
+11-100 1.10x, above 100 1.38x (the earlier bench, "Where MAMS samples by default"). At 2
+dimensions not measured through the bench (4 runs there); at 1, MAMS's unit velocity is a
+sign (`adaptmc.kernels.mams`)."""
 
 
 def trajectory_length(positions: np.ndarray, length: float) -> tuple[float, float]:

@@ -258,8 +258,10 @@ def _rank(inverse_mass, dim: int) -> int:
 
 
 def mams_record(tuned: Tuned, eps0: float, r1: float, overhead: float, k_star: float,
-                k: int) -> dict:
-    """The run record's ``sampler``: what `tune` measured and chose, and the thinning."""
+                k: int, kept_grads: int = 0) -> dict:
+    """The run record's ``sampler``: what `tune` measured and chose, and the thinning;
+    ``num_grads`` those spent before the first kept draw (less ``kept_grads``, the
+    measurement's whose draws are kept)."""
     adapted, first = tuned.adapted, tuned.first
     return {"sampler": "mams", "step_size": adapted.step_size,
             "num_leapfrog": adapted.num_leapfrog,
@@ -273,7 +275,8 @@ def mams_record(tuned: Tuned, eps0: float, r1: float, overhead: float, k_star: f
             "adapt_acceptance": adapted.adapt_acceptance,
             "measure_transitions": MEASURE_TRANSITIONS,
             "measure_acceptance": float(np.mean(adapted.acceptance)),
-            "measure_divergences": adapted.divergences, "num_grads": tuned.num_grads,
+            "measure_divergences": adapted.divergences,
+            "num_grads": tuned.num_grads - kept_grads, "kept_grads": kept_grads,
             "r1": r1, "r1_transitions": int(np.shape(pooled(adapted))[1]),
             "grads_per_transition": adapted.num_leapfrog,
             "overhead_per_draw": overhead, "k_star": k_star, "thin": k}
@@ -314,8 +317,7 @@ def mams_prepared(warm, *, target, key, state, rank: int, draws: int, options: d
                 g * k * KEPT_PER_BLOCK, 0, 0, options=options, thin=k, draws=draws,
                 sampling=functools.partial(MamsSample, arm=arm))
     check_plan(plan)
-    sampler = mams_record(tuned, eps0, r1, overhead, k_star, k) | {"num_grads": tuned.num_grads
-                                                                   - kept}
+    sampler = mams_record(tuned, eps0, r1, overhead, k_star, k, kept)
     return Prepared(plan, np.asarray(adapted.states.position), before,
                     {**record(warm, plan), "sampler": sampler}, adapted.states, kept)
 
