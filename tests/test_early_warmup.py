@@ -196,3 +196,48 @@ def test_chains_in_two_modes_give_the_metric_of_one_mode_not_of_the_gap():
     _, fitted, _ = metric_choice.choose_final(draws, grads, gaussian(np.zeros(3), 1.0),
                                               "diag", 1)
     assert np.allclose(fitted.diag, 1.0, rtol=0.2)
+
+
+def _run_through(run):
+    while not run.done():
+        run.advance()
+        run.adapt()
+    return run
+
+
+def test_a_warmup_without_its_final_window_ends_at_its_start_and_can_run_it_later():
+    """``final_window=False`` (MAMS's warm-up: MAMS adapts its own step) ends where the final
+    window would start, with the metric chosen and the averaged step (not a restarted dual
+    averaging's); `run_final_window` (NUTS samples after all) then runs that window from
+    where the chains stand exactly as a warm-up that ran it: the same draws, steps and
+    gradients."""
+    from adaptmc.adaptation.early import (
+        chains_result,
+        final_length,
+        final_steps,
+        run_final_window,
+        start_chains,
+    )
+
+    sd = np.array([0.02, 0.05, 0.1])  # steps far from 1: a restarted averaging shows
+    target = gaussian(np.zeros(3), np.diag(sd ** 2))
+    starts = sd * np.random.default_rng(5).uniform(-2, 2, size=(4, 3))
+    runs = [_run_through(start_chains(target, starts, jax.random.key(2), num_steps=200,
+                                      progress=False, final_window=window))
+            for window in (True, False)]
+    whole, cut = runs
+    first = cut.final_start // 10
+    assert cut.counters["index"] == first == whole.final_start // 10
+    warm = chains_result(cut)
+    assert warm.choice["settled"]["final_window"] is False
+    assert warm.num_grads == whole.num_grads - sum(
+        int(np.sum(s)) for s in whole.out["steps"][first:])
+    # what the result reads (far chains, trajectories) is the window before the final one's
+    assert warm.trajectory_steps.shape == (4, final_length(200))
+    assert 0.3 < warm.step_size / np.median(final_steps(whole)) < 1.5
+    run_final_window(cut)
+    for name in ("x", "steps", "eps"):
+        np.testing.assert_array_equal(np.concatenate(cut.out[name], axis=1),
+                                      np.concatenate(whole.out[name], axis=1))
+    assert cut.num_grads == whole.num_grads
+    np.testing.assert_array_equal(final_steps(cut), final_steps(whole))

@@ -90,7 +90,7 @@ def test_the_choice_picks_nuts_where_fixed_l_hmc_is_poor(monkeypatch):
 def _warmup_chunks(result) -> int:
     settled = json.loads(result.idata.attrs["warmup"])["settled"]
     final = settled["max_steps"] - settled["planned_final_start"]
-    return (settled["final_start"] + final) // 10
+    return (settled["final_start"] + final * settled["final_window"]) // 10
 
 
 def test_a_run_stopped_in_nuts_sampling_resumes_bit_identically(tmp_path):

@@ -33,10 +33,10 @@ def _draws(result):
 
 def _warmup_chunks(result) -> int:
     """Chunks the run's warm-up ran: to where its final window started (it settled, or the
-    schedule's), then the final window."""
+    schedule's), then the final window if it ran (not before MAMS)."""
     settled = json.loads(result.idata.attrs["warmup"])["settled"]
     final = settled["max_steps"] - settled["planned_final_start"]
-    return (settled["final_start"] + final) // 10
+    return (settled["final_start"] + final * settled["final_window"]) // 10
 
 
 @pytest.mark.parametrize("into_tuning", [False, True])

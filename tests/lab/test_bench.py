@@ -397,7 +397,9 @@ def test_a_recipe_rows_gradients_are_those_a_counter_sees(row):
     """The adaptive-HMC row's gradients (before the first kept draw and after it) are every
     evaluation of the log density the row makes: the run's record, its checks included;
     a thinned (MAMS) row's sampling gradients are every step of its kept super-transitions,
-    the transitions thinned away included."""
+    the transitions thinned away included, and every step of MAMS's last measurement,
+    whose every ``k``-th transition is the first block (150 of them, as many as ``150 // k``
+    draws a chain: the transitions after its last kept one are counted too)."""
     import jax
     import jax.numpy as jnp
 
@@ -412,9 +414,11 @@ def test_a_recipe_rows_gradients_are_those_a_counter_sees(row):
     jax.effects_barrier()
     assert output.warmup_grads + output.sampling_grads == count[0]
     if row == "adaptmc-mams":
-        params = output.params
-        assert output.sampling_grads == 2 * 60 * params["mams_thin"] * \
-            params["mams_num_leapfrog"]
+        from adaptmc.recipes.mams_sampling import MEASURE_TRANSITIONS
+
+        k, steps = int(output.params["mams_thin"]), output.params["mams_num_leapfrog"]
+        first = min(MEASURE_TRANSITIONS // k, 60)  # draws a chain of the measurement
+        assert output.sampling_grads == 2 * steps * (MEASURE_TRANSITIONS + (60 - first) * k)
 
 
 def test_a_cached_cell_is_reused_only_under_the_rows_options(tmp_path, monkeypatch):

@@ -37,7 +37,9 @@ transitions; between chunks, on the host, the inverse mass is re-estimated from 
    samples (`adaptmc.adaptation.nuts_sampling`) at the steps where the window's transitions
    say the acceptance statistic meets its target (`final_steps`,
    `adaptmc.adaptation.final_step`), not at dual averaging's averaged steps, which a window
-   this short leaves well below it; the tuner starts from the averaged step.
+   this short leaves well below it; the tuner starts from the averaged step. A kernel that
+   adapts its own step after the warm-up (MAMS) needs no final window: the warm-up then
+   ends at its start (``final_window=False``), the averaged step as it stands.
 
 Every transition runs in one compiled program per target and shape, whose metric (a
 low-rank-plus-diagonal one padded to `warmup_rank` directions) and step sizes are arguments:
@@ -49,7 +51,6 @@ every step of the longest chain costs every chain's gradient (`lockstep`).
 
 from __future__ import annotations
 
-import math
 import time
 from typing import NamedTuple
 
@@ -62,6 +63,18 @@ from adaptmc.adaptation.compact_nuts import NutsState
 from adaptmc.adaptation.dual_averaging import da_final_step_size_on_host, da_init_on_host
 from adaptmc.adaptation.host_random import split
 from adaptmc.adaptation.low_rank import LowRankInverseMass, low_rank_dense
+from adaptmc.adaptation.schedule import (  # noqa: F401 (the warm-up's names)
+    DENSE_MAX_DIM,
+    EARLY_MIN_SHARE,
+    EARLY_SHARE,
+    FINAL_SHARE,
+    METRICS,
+    check_warmup,
+    early_min,
+    final_length,
+    schedule,
+    warmup_rank,
+)
 from adaptmc.adaptation.warmup_programs import (
     CHUNK,
     chunk_key,
@@ -71,12 +84,6 @@ from adaptmc.adaptation.warmup_programs import (
     padded,
 )
 from adaptmc.targets.base import compiled
-
-EARLY_SHARE = 0.3
-EARLY_MIN_SHARE = 0.1
-FINAL_SHARE = 0.15
-DENSE_MAX_DIM = 64
-METRICS = ("auto", "diag", "dense", "low-rank")
 
 
 class EarlyWarmup(NamedTuple):
@@ -113,23 +120,6 @@ class EarlyWarmup(NamedTuple):
     final_state: NutsState | None = None
 
 
-def warmup_rank(dim: int, metric: str = "auto") -> int:
-    """Directions the warm-up's program carries: every one up to `DENSE_MAX_DIM` (and when a
-    dense metric is asked for), so that a dense metric is one of its metrics; above, a
-    quarter of the dimension, at most 64, so the metric costs ``O(dim k)`` a step."""
-    if metric == "diag":
-        return 1
-    if dim <= DENSE_MAX_DIM or metric == "dense":
-        return dim
-    return min(math.ceil(dim / 4), 64)
-
-
-def early_min(num_steps: int) -> int:
-    """The fewest transitions of the early phase: `EARLY_MIN_SHARE` of ``num_steps``, at
-    least ``3 CHUNK``."""
-    return max(3 * CHUNK, CHUNK * round(EARLY_MIN_SHARE * num_steps / CHUNK))
-
-
 def chunk_ahead(target, positions, key, rank: int, target_accept: float) -> None:
     """Start compiling the warm-up's chunk program for chains at positions like ``positions:
     (chains, dim)`` from a key like ``key`` (arrays or their ``jax.ShapeDtypeStruct``) in
@@ -139,22 +129,15 @@ def chunk_ahead(target, positions, key, rank: int, target_accept: float) -> None
         compile_chunk_ahead(target, target_accept, rank, positions, key)
 
 
-def schedule(num_steps: int) -> tuple[int, int]:
-    """``(early_end, final_start)``: the most transitions of the early phase (it ends
-    sooner once the chains agree, `settled.chains_agree`) and the first of the final,
-    step-size-only window, both multiples of `CHUNK`."""
-    final = max(3 * CHUNK, CHUNK * round(FINAL_SHARE * num_steps / CHUNK))
-    early = CHUNK * round(EARLY_SHARE * num_steps / CHUNK)
-    return min(early, num_steps - final), num_steps - final
-
-
 class _Chains:
     """The warm-up's running state on the host: chain states, dual averaging, the metric,
     every transition's outputs so far and where the schedule stands (`advance` runs a chunk,
     `adapt` acts on it); everything a checkpoint needs (`chains_to_arrays`)."""
 
-    def __init__(self, target, positions, key, rank, target_accept, num_steps, metric):
+    def __init__(self, target, positions, key, rank, target_accept, num_steps, metric,
+                 final_window=True):
         self.target, self.rank, self.key = target, rank, key
+        self.final_window = final_window
         self.compile_s, self.calls, self.started = 0.0, 0, time.perf_counter()
         chains = positions.shape[0]
         chunk_ahead(target, positions, key, rank, target_accept)  # if not started before
@@ -233,7 +216,10 @@ class _Chains:
                 self.swap(now, grow=now > self.early_end)
         if now == self.final_start:
             c["kind"], self.choice = _choose(self, c["foreground"], now, self.asked, self.rank)
-            self.restart_step_size()
+            if self.final_window:
+                self.restart_step_size()
+            else:  # the kernel after it adapts its own step, from the averaged one
+                c["num_chunks"] = c["index"]
         _show(self.bar, self, c["kind"])
 
     def done(self) -> bool:
@@ -283,23 +269,19 @@ class _Chains:
 OUTPUTS = ("x", "g", "lp", "steps", "div", "acc", "eps")
 
 
-def check_warmup(num_steps: int, metric: str) -> None:
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {', '.join(map(repr, METRICS))}, "
-                         f"got {metric!r}")
-    if int(num_steps) != num_steps or num_steps < 10 * CHUNK:
-        raise ValueError(f"the warm-up needs an integer number of steps >= {10 * CHUNK}, "
-                         f"got {num_steps}")
-
-
 def start_chains(target, positions, key, *, num_steps: int = 500, metric: str = "auto",
-                 target_accept: float = 0.8, progress: bool | None = None) -> _Chains:
-    """The warm-up's chains at ``positions: (chains, dim)``, checked, before any chunk."""
+                 target_accept: float = 0.8, progress: bool | None = None,
+                 final_window: bool = True) -> _Chains:
+    """The warm-up's chains at ``positions: (chains, dim)``, checked, before any chunk;
+    ``final_window=False``: the warm-up ends where its final window would start (the metric
+    chosen), for a kernel that adapts its own step after it (`run_final_window` runs the
+    window later if NUTS is to sample after all)."""
     check_warmup(num_steps, metric)
     positions = np.asarray(positions)  # on the host: the programs take it as it is
     positions = positions.astype(jax.dtypes.canonicalize_dtype(positions.dtype))
     rank = warmup_rank(positions.shape[1], metric)
-    run = _Chains(target, positions, key, rank, target_accept, num_steps, metric)
+    run = _Chains(target, positions, key, rank, target_accept, num_steps, metric,
+                  final_window)
     run.bar = _bar(run.num_chunks * CHUNK, progress)
     return run
 
@@ -309,9 +291,28 @@ def chains_result(run: _Chains) -> EarlyWarmup:
     if run.bar is not None:
         run.bar.close()
     run.choice.update(reverted=run.counters["reverts"], settled=settled.record(run))
-    far = regroup_far_chains(run, run.final_start // CHUNK)
+    far = regroup_far_chains(run, read_from(run))
     return _result(run, run.counters["kind"], run.choice, run.counters["updates"],
-                   run.final_start, run.started)._replace(far_chains=far)
+                   read_from(run) * CHUNK, run.started)._replace(far_chains=far)
+
+
+def read_from(run: _Chains) -> int:
+    """The first chunk of the window the result reads (far chains, R-hat, trajectories):
+    the final window's, or where it was not run as many transitions before its start."""
+    first = run.final_start // CHUNK
+    return first if run.num_chunks > first else max(0, first - final_length(run.num_steps) // CHUNK)
+
+
+def run_final_window(run: _Chains) -> _Chains:
+    """The final window of ``run``, a warm-up that ended without it (``final_window=False``):
+    its chunks run now, from where the chains stand (NUTS samples after all)."""
+    run.final_window, run.bar = True, None  # its bar closed with the warm-up's result
+    run.restart_step_size()
+    run.counters["num_chunks"] = run.counters["index"] + final_length(run.num_steps) // CHUNK
+    while not run.done():
+        run.advance()
+        run.adapt()
+    return run
 
 
 def early_warmup(target, positions, key, *, num_steps: int = 500, metric: str = "auto",

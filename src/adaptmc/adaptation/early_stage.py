@@ -79,7 +79,9 @@ class EarlyWarmupStage:
     ``nuts``: ``"off"``, or whether NUTS may sample after tuning (``"choose"``: when its
     reward wins, `adaptmc.run.nuts_stage`) or always does (``"always"``); ``init_kernel``:
     the kernel whose states the run starts from the warm-up's positions, if ``then``'s plan
-    does (its program is then compiled while the warm-up runs, `adaptmc.run.loop.init_ahead`).
+    does (its program is then compiled while the warm-up runs, `adaptmc.run.loop.init_ahead`);
+    ``final_window``: False to end where the final window would start
+    (`adaptmc.adaptation.early.start_chains`).
     """
 
     num_steps: int = 500
@@ -89,6 +91,7 @@ class EarlyWarmupStage:
     name: str = "warm-up"
     nuts: str = "off"
     init_kernel: object | None = None
+    final_window: bool = True
 
     @property
     def num_blocks(self) -> int:
@@ -97,7 +100,7 @@ class EarlyWarmupStage:
     def start(self, target, positions, key, progress: bool | None = None) -> _Chains:
         return start_chains(target, positions, key, num_steps=self.num_steps,
                             metric=self.metric, target_accept=self.target_accept,
-                            progress=progress)
+                            progress=progress, final_window=self.final_window)
 
     def compile_ahead(self, target, chains: int) -> None:
         """Start compiling the chunk program (`early.chunk_ahead`) for ``chains`` chains at

@@ -33,6 +33,7 @@ from adaptmc.adaptation.chains import far_chains
 from adaptmc.adaptation.dual_averaging import da_final_step_size_on_host
 from adaptmc.adaptation.low_rank import LowRankInverseMass
 from adaptmc.adaptation.metric_choice import whitening_factors
+from adaptmc.adaptation.schedule import schedule
 
 METRIC_SPREAD = 1.5
 """The largest spread of scale ratios between two successive metric estimates still called
@@ -177,12 +178,11 @@ def end_if_settled(run, now: int, chunk: int) -> bool:
 def record(run) -> dict:
     """What the test decided for the warm-up ``run``, for the run's record: where the early
     phase ended (`chains_agree`), the final window's first transition, the schedule's
-    (``num_steps`` at most), whether it ended early and the last measures
-    (`settled_measures`; None if never judged)."""
-    from adaptmc.adaptation.early import schedule
-
+    (``num_steps`` at most), whether it ended early, whether the final window ran and the
+    last measures (`settled_measures`; None if never judged)."""
     planned = schedule(run.num_steps)[1]
     return {"early_end": int(run.early_end), "final_start": int(run.final_start),
             "planned_final_start": int(planned), "ended_early": bool(run.final_start < planned),
             "max_steps": int(run.num_steps),
+            "final_window": bool(getattr(run, "final_window", True)),
             "measures": run.counters["settled"]}

@@ -46,9 +46,9 @@
 
 With ``mams="auto"`` (the default: where ``dim >= 3``, `mams_rules.MIN_DIM`, and no option
 of HMC's tuning is given) or ``"on"``, MAMS under the warm-up's metric samples in place of
-steps 2 and 3, every ``k``-th transition (`adaptmc.recipes.mams_sampling`), unless its step
-falls below its floor: then steps 2 and 3 follow as without it.
-"""
+steps 2 and 3, every ``k``-th transition (`adaptmc.recipes.mams_sampling`), the warm-up
+ending once its metric is chosen (no final window), unless MAMS's step falls below its
+floor: then the final window and steps 2 and 3 follow as without it."""
 
 from __future__ import annotations
 

@@ -2,7 +2,11 @@
 
 Metropolis-adjusted microcanonical sampling (Robnik, Cohn-Gordon & Seljak 2025;
 `adaptmc.kernels.mams`) under the metric the NUTS warm-up chose (its frame ``x = x0 + S z``,
-``S S^T`` the warm-up's inverse mass), from where the warm-up's chains stand:
+``S S^T`` the warm-up's inverse mass), from where the warm-up's chains stand. The warm-up
+ends where its final window would start, once the metric is chosen (``final_window=False``,
+`adaptmc.adaptation.early.start_chains`): that window adapts NUTS's step under the final
+metric, and MAMS adapts its own (step 1), so it runs only where MAMS is not used after all
+(`MamsWarmupStage`):
 
 1. **Step size**: dual averaging (Hoffman & Gelman 2014, Alg. 5) of the isokinetic step to
    the paper's acceptance rate `TARGET_ACCEPT` (0.9), over `ADAPT_TRANSITIONS`
@@ -52,6 +56,7 @@ from typing import NamedTuple
 import numpy as np
 
 from adaptmc import tuners
+from adaptmc.adaptation.early import run_final_window
 from adaptmc.adaptation.early_stage import EarlyWarmupStage
 from adaptmc.adaptation.low_rank import LowRankInverseMass
 from adaptmc.adaptation.nuts_sampling import nuts_arm
@@ -346,6 +351,7 @@ class MamsWarmupStage(EarlyWarmupStage):
     choices, `adaptmc.adaptation.nuts_sampling`), called only where MAMS is not used."""
 
     without: Callable | None = None
+    final_window: bool = False  # MAMS adapts its own step (`tune`)
 
     def start(self, target, positions, key, progress: bool | None = None):
         run = super().start(target, positions, key, progress)
@@ -354,10 +360,16 @@ class MamsWarmupStage(EarlyWarmupStage):
 
     def finish(self, run):
         warm = self.result(run)  # far chains regrouped first: the arm's steps are theirs
-        fallback = None if self.without is None else \
-            (lambda: self.without(warm, nuts=(nuts_arm(run), False)))  # only if MAMS is not used
+        fallback = None if self.without is None else functools.partial(self._without, run)
         return self.then(warm, target=run.target, key=run.key, state=run.state,
                          rank=run.rank, fallback=fallback)
+
+    def _without(self, run) -> Prepared:
+        """``without`` after the warm-up's final window (NUTS's step adapted under the
+        final metric), run now where the warm-up ended without it: MAMS is not used."""
+        if not run.final_window:
+            run_final_window(run)
+        return self.without(self.result(run), nuts=(nuts_arm(run), False))
 
 
 def mams_plan(warmup_steps: int, metric: str, target_accept: float, draws: int,
