@@ -184,5 +184,5 @@ def record(run) -> dict:
     return {"early_end": int(run.early_end), "final_start": int(run.final_start),
             "planned_final_start": int(planned), "ended_early": bool(run.final_start < planned),
             "max_steps": int(run.num_steps),
-            "final_window": bool(getattr(run, "final_window", True)),
+            "final_window": bool(run.final_window),
             "measures": run.counters["settled"]}
