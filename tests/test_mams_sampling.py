@@ -19,8 +19,8 @@ from adaptmc.cli import main
 from adaptmc.diagnostics import format_summary
 from adaptmc.recipes import build
 from adaptmc.recipes.adaptive import adaptive_hmc
-from adaptmc.recipes.mams_rules import MAX_THIN, thinning
-from adaptmc.recipes.mams_sampling import MEASURE_TRANSITIONS, MIN_STEPS
+from adaptmc.recipes.mams_rules import MAX_THIN, adapt_transitions, thinning
+from adaptmc.recipes.mams_sampling import ADAPT_TRANSITIONS, MEASURE_TRANSITIONS, MIN_STEPS
 from adaptmc.targets import get_target
 from adaptmc.targets.base import make_target
 from helpers import counting_gaussian, moment_z_scores
@@ -61,6 +61,8 @@ def test_a_mams_run_on_a_correlated_gaussian_is_right_and_records_its_sampler():
     assert record["num_leapfrog"] == max(MIN_STEPS, round(record["measured_length"]
                                                           / record["first_step_size"]))
     assert abs(record["measure_acceptance"] - 0.9) < 0.08, record
+    settled = json.loads(idata.attrs["warmup"])["settled"]
+    assert settled["ended_early"] and record["adapt_transitions"] == ADAPT_TRANSITIONS // 2
     summary = format_summary(idata)
     assert "sampler MAMS under the warm-up's metric, every" in summary
     # the last measurement's transitions are the first block (every thin-th kept), then
@@ -74,6 +76,15 @@ def test_a_mams_run_on_a_correlated_gaussian_is_right_and_records_its_sampler():
     assert sampled == 4 * g * (MEASURE_TRANSITIONS + (1000 - first) * k)
     before = json.loads(idata.attrs["warmup"])["num_grads"] + record["num_grads"]
     assert idata.attrs["total_grad_evals"] == sampled + before + idata.attrs["check_grads"]
+
+
+def test_the_step_adapts_over_half_its_transitions_only_after_a_warmup_that_settled():
+    """Half of `ADAPT_TRANSITIONS` where the warm-up ended early and no chain was far; all
+    of them where it ran to its end, where a far chain was regrouped, or unrecorded."""
+    assert adapt_transitions(150, {"ended_early": True}, None) == 75
+    assert adapt_transitions(150, {"ended_early": False}, None) == 150
+    assert adapt_transitions(150, {"ended_early": True}, {"moved": [2]}) == 150
+    assert adapt_transitions(150, None, None) == 150
 
 
 @pytest.mark.parametrize(("r1", "g", "overhead", "expected"), [

@@ -10,13 +10,14 @@ metric, and MAMS adapts its own (step 1), so it runs only where MAMS is not used
 
 1. **Step size**: dual averaging (Hoffman & Gelman 2014, Alg. 5) of the isokinetic step to
    the paper's acceptance rate `TARGET_ACCEPT` (0.9), over `ADAPT_TRANSITIONS`
-   transitions, on the chains' mean acceptance probability (one step for all chains, so
-   every chain runs the same number of steps), from ``eps0 = eps_w sqrt(d)``: HMC's
-   warm-up step ``eps_w`` moves a momentum of norm ~``sqrt(d)``, MAMS's velocity has unit
-   norm. The first trajectory length is the paper's starting ``L = sqrt(d)`` in the
-   metric's units; a transition runs ``max(1, round(L / eps))`` steps at the current
-   ``eps``, its step jittered by `JITTER` (Neal 2011, Sec. 5.4.2.2) so that its length is
-   random at a fixed cost. `MEASURE_TRANSITIONS` transitions at the averaged step follow.
+   transitions (half where the warm-up settled, `mams_rules.adapt_transitions`), on the
+   chains' mean acceptance probability (one step for all chains, so every chain runs the
+   same number of steps), from ``eps0 = eps_w sqrt(d)``: HMC's warm-up step ``eps_w``
+   moves a momentum of norm ~``sqrt(d)``, MAMS's velocity has unit norm. The first
+   trajectory length is the paper's starting ``L = sqrt(d)`` in the metric's units; a
+   transition runs ``max(1, round(L / eps))`` steps at the current ``eps``, its step
+   jittered by `JITTER` (Neal 2011, Sec. 5.4.2.2) so that its length is random at a fixed
+   cost. `MEASURE_TRANSITIONS` transitions at the averaged step follow.
 2. **Trajectory length** from those transitions' autocorrelation (`trajectory_length`:
    the MCLMC rule ``L = c eps n_eff``, as a Newton step), at least `MIN_STEPS` steps; if
    it changes the steps per transition, `READAPT_TRANSITIONS` of dual averaging with the
@@ -69,7 +70,12 @@ from adaptmc.kernels.mams_chunk import (
     da_start,
     run_chunk,
 )
-from adaptmc.recipes.mams_rules import per_transition_ess, thinning, trajectory_length
+from adaptmc.recipes.mams_rules import (
+    adapt_transitions,
+    per_transition_ess,
+    thinning,
+    trajectory_length,
+)
 from adaptmc.recipes.plan import Plan, Prepared, check_plan, sampling_length
 from adaptmc.run.mams_stage import MamsArm, MamsSample
 from adaptmc.targets.base import evaluate_position
@@ -207,7 +213,7 @@ class Tuned(NamedTuple):
 
 
 def tune(target, start, inverse_mass, step_size: float, key, *,
-         rank: int | None = None) -> Tuned:
+         rank: int | None = None, adapt: int = ADAPT_TRANSITIONS) -> Tuned:
     """MAMS's step and trajectory length from ``start`` (module docstring, steps 1-3):
     `adapt_and_measure` at ``L = sqrt(d)`` from ``step_size`` (`MIN_STEPS` steps fixed
     where ``L`` is fewer at ``step_size``); the trajectory length its
@@ -219,7 +225,8 @@ def tune(target, start, inverse_mass, step_size: float, key, *,
     (``adapted.floored``). ``start``: the chains' states (position, log density, gradient:
     the warm-up's, nothing computed) or positions ``(chains, dim)`` (each evaluated on the
     host, one gradient counted per chain); ``rank``: the metric's directions in the program
-    (default: ``inverse_mass``'s)."""
+    (default: ``inverse_mass``'s); ``adapt``: the first stage's dual-averaging transitions.
+    """
     states, grads = _states(target, start)
     dim = states.position.shape[1]
     metric = as_padded(inverse_mass, dim, _rank(inverse_mass, dim) if rank is None else rank,
@@ -227,7 +234,7 @@ def tune(target, start, inverse_mass, step_size: float, key, *,
     floor = STEP_FLOOR * step_size
     fixed = MIN_STEPS if round(math.sqrt(dim) / step_size) < MIN_STEPS else 0
     first = adapt_and_measure(target, states, metric, step_size, key, length=math.sqrt(dim),
-                              fixed_steps=fixed, floor=floor)
+                              fixed_steps=fixed, floor=floor, adapt=adapt)
     if first.floored:
         return Tuned(first, first, float("nan"), float("nan"), grads + first.num_grads, metric)
     ran = first.step_size * first.num_leapfrog  # the length the measured chains ran
@@ -276,7 +283,6 @@ def mams_record(tuned: Tuned, eps0: float, r1: float, overhead: float, k_star: f
             "first_step_size": first.step_size, "first_num_leapfrog": first.num_leapfrog,
             "readapted": adapted is not first, "jitter": JITTER,
             "initial_step_size": eps0, "target_accept": TARGET_ACCEPT,
-            "adapt_transitions": ADAPT_TRANSITIONS,
             "adapt_acceptance": adapted.adapt_acceptance,
             "measure_transitions": MEASURE_TRANSITIONS,
             "measure_acceptance": float(np.mean(adapted.acceptance)),
@@ -304,7 +310,8 @@ def mams_prepared(warm, *, target, key, state, rank: int, draws: int, options: d
     record's ``mams``."""
     chains, dim = np.shape(warm.positions)
     eps0 = float(np.mean(warm.step_size)) * math.sqrt(dim)
-    tuned = tune(target, state, warm.inverse_mass, eps0, key, rank=rank)
+    adapt = adapt_transitions(ADAPT_TRANSITIONS, warm.choice.get("settled"), warm.far_chains)
+    tuned = tune(target, state, warm.inverse_mass, eps0, key, rank=rank, adapt=adapt)
     adapted = tuned.adapted
     if adapted.floored and fallback is not None:
         return _without_mams(fallback(), tuned, eps0)
@@ -322,7 +329,8 @@ def mams_prepared(warm, *, target, key, state, rank: int, draws: int, options: d
                 g * k * KEPT_PER_BLOCK, 0, 0, options=options, thin=k, draws=draws,
                 sampling=functools.partial(MamsSample, arm=arm))
     check_plan(plan)
-    sampler = mams_record(tuned, eps0, r1, overhead, k_star, k, kept)
+    sampler = {**mams_record(tuned, eps0, r1, overhead, k_star, k, kept),
+               "adapt_transitions": adapt}
     return Prepared(plan, np.asarray(adapted.states.position), before,
                     {**record(warm, plan), "sampler": sampler}, adapted.states, kept)
 
