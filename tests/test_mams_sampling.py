@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import adaptmc
+from adaptmc.adaptation import settled as settling
 from adaptmc.api import run_plan
 from adaptmc.cli import main
 from adaptmc.diagnostics import format_summary
@@ -112,8 +113,16 @@ def test_a_failed_measurement_keeps_every_transition(r1):
     assert thinning(r1, 3.0, 5.0)[1] == 1
 
 
-def test_mams_counts_every_gradient_it_computes():
-    """The run record's total against a counter around the log density."""
+@pytest.mark.parametrize("ended_early", [True, False])
+def test_mams_counts_every_gradient_it_computes(ended_early, monkeypatch):
+    """The run record's total against a counter around the log density, after a warm-up
+    that settled (MAMS's step averaged over half its transitions) and after the same
+    warm-up recorded as having run to its end (all of them, `mams_rules.adapt_transitions`):
+    the warm-up's record is what chooses."""
+    if not ended_early:
+        record = settling.record
+        monkeypatch.setattr(settling, "record",
+                            lambda run: {**record(run), "ended_early": False})
     logdensity, count = counting_gaussian(jnp.array([0.1, 1.0, 10.0, 3.0]))
     target = make_target(logdensity, jnp.ones(4), check=False)
     idata = adaptmc.sample(target, chains=2, seed=0, progress=False, compile_cache=False,
@@ -122,6 +131,8 @@ def test_mams_counts_every_gradient_it_computes():
     assert count[0] == idata.attrs["total_grad_evals"]
     warm = json.loads(idata.attrs["warmup"])
     assert warm["sampler"]["num_grads"] > 0  # the adaptation's, counted before the draws
+    assert warm["settled"]["ended_early"] is ended_early
+    assert warm["sampler"]["adapt_transitions"] == ADAPT_TRANSITIONS // (2 if ended_early else 1)
 
 
 def test_a_resumed_mams_run_counts_what_it_computes_again(tmp_path):

@@ -270,10 +270,11 @@ def _rank(inverse_mass, dim: int) -> int:
 
 
 def mams_record(tuned: Tuned, eps0: float, r1: float, overhead: float, k_star: float,
-                k: int, kept_grads: int = 0) -> dict:
+                k: int, kept_grads: int = 0, adapt: int = ADAPT_TRANSITIONS) -> dict:
     """The run record's ``sampler``: what `tune` measured and chose, and the thinning;
     ``num_grads`` those spent before the first kept draw (less ``kept_grads``, the
-    measurement's whose draws are kept)."""
+    measurement's whose draws are kept); ``adapt``: the first stage's dual-averaging
+    transitions (`mams_rules.adapt_transitions`)."""
     adapted, first = tuned.adapted, tuned.first
     return {"sampler": "mams", "step_size": adapted.step_size,
             "num_leapfrog": adapted.num_leapfrog,
@@ -283,7 +284,7 @@ def mams_record(tuned: Tuned, eps0: float, r1: float, overhead: float, k_star: f
             "first_step_size": first.step_size, "first_num_leapfrog": first.num_leapfrog,
             "readapted": adapted is not first, "jitter": JITTER,
             "initial_step_size": eps0, "target_accept": TARGET_ACCEPT,
-            "adapt_acceptance": adapted.adapt_acceptance,
+            "adapt_transitions": adapt, "adapt_acceptance": adapted.adapt_acceptance,
             "measure_transitions": MEASURE_TRANSITIONS,
             "measure_acceptance": float(np.mean(adapted.acceptance)),
             "measure_divergences": adapted.divergences,
@@ -329,8 +330,7 @@ def mams_prepared(warm, *, target, key, state, rank: int, draws: int, options: d
                 g * k * KEPT_PER_BLOCK, 0, 0, options=options, thin=k, draws=draws,
                 sampling=functools.partial(MamsSample, arm=arm))
     check_plan(plan)
-    sampler = {**mams_record(tuned, eps0, r1, overhead, k_star, k, kept),
-               "adapt_transitions": adapt}
+    sampler = mams_record(tuned, eps0, r1, overhead, k_star, k, kept, adapt)
     return Prepared(plan, np.asarray(adapted.states.position), before,
                     {**record(warm, plan), "sampler": sampler}, adapted.states, kept)
 

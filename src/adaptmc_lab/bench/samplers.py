@@ -137,8 +137,8 @@ def _final_setting(idata) -> dict:
         if record["sampler"] == "mams":  # its step, steps, thinning and what set it
             tuned.update({f"mams_{k}": float(record[k]) for k in (
                 "step_size", "num_leapfrog", "thin", "k_star", "r1", "overhead_per_draw",
-                "measure_acceptance", "trajectory_length", "tau", "initial_step_size")})
-            tuned["mams_adapt_transitions"] = float(record.get("adapt_transitions", np.nan))
+                "measure_acceptance", "trajectory_length", "tau", "initial_step_size",
+                "adapt_transitions")})
         warmup = json.loads(idata.attrs.get("warmup", "{}")).get("mams")
         if warmup is not None:  # MAMS was tried and not used: its step fell below its floor
             tuned.update({f"mams_{k}": float(warmup[k]) for k in (
